@@ -1,0 +1,68 @@
+"""fairseq criterion ``pmlm``: L = L_AE + L_PAR (paper eq.), each a mean over masked tokens.
+
+AE predicts the originals at the masked context positions, PAR at the [P] tokens. Both
+have one prediction per masked token, so with ``sample_size`` = masked tokens,
+loss / sample_size = mean AE loss + mean PAR loss. Losses are computed in fp32.
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from fairseq import metrics
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import FairseqDataclass
+
+from ..modules.attention_rule import CONTEXT, PSEUDO
+
+
+@dataclass
+class PMLMCriterionConfig(FairseqDataclass):
+    pass
+
+
+@register_criterion("pmlm", dataclass=PMLMCriterionConfig)
+class PMLMCriterion(FairseqCriterion):
+    def forward(self, model, sample, reduce=True):
+        target = sample["target"]
+        loss_positions = target.ne(self.padding_idx)
+        logits, _ = model(**sample["net_input"], masked_tokens=loss_positions)
+        target = target[loss_positions]
+        kinds = sample["net_input"]["kinds"][loss_positions]
+        nll = F.cross_entropy(logits.float(), target, reduction="none")
+        correct = logits.argmax(-1).eq(target)
+        out = {"ntokens": sample["ntokens"], "nsentences": sample["nsentences"]}
+        for name, kind in (("ae", CONTEXT), ("par", PSEUDO)):
+            sel = kinds.eq(kind)
+            out[f"{name}_loss"] = nll[sel].sum().detach()
+            out[f"{name}_correct"] = correct[sel].sum()
+            out[f"{name}_count"] = sel.sum()
+        loss = nll.sum()
+        # masked tokens: one AE and/or one PAR prediction each
+        sample_size = max(int(out["ae_count"]), int(out["par_count"]))
+        out.update(loss=loss.detach(), sample_size=sample_size)
+        return loss, sample_size, out
+
+    @staticmethod
+    def reduce_metrics(logging_outputs):
+        def total(key):
+            return sum(float(log.get(key, 0)) for log in logging_outputs)
+
+        sample_size = total("sample_size")
+        metrics.log_scalar("loss", total("loss") / max(sample_size, 1) / math.log(2), sample_size, round=3)
+        for name in ("ae", "par"):
+            count = total(f"{name}_count")
+            if count == 0:
+                continue
+            metrics.log_scalar(f"{name}_loss", total(f"{name}_loss") / count / math.log(2), count, round=3)
+            metrics.log_scalar_sum(f"_{name}_correct", total(f"{name}_correct"))
+            metrics.log_scalar_sum(f"_{name}_count", count)
+            metrics.log_derived(
+                f"{name}_acc",
+                lambda m, n=name: round(100 * m[f"_{n}_correct"].sum / max(m[f"_{n}_count"].sum, 1), 2),
+            )
+        metrics.log_scalar_sum("masked", sample_size, round=0)
+
+    @staticmethod
+    def logging_outputs_can_be_summed():
+        return True

@@ -1,0 +1,94 @@
+"""Blockwise masking (paper Algorithm 1) and the PMLM example layout (PMLM-SPEC section 2).
+
+Pure functions of a numpy Generator, so an example is a function of (seed, epoch, index).
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..modules.attention_rule import CONTEXT, ORIGINAL, PSEUDO
+
+
+@dataclass
+class MaskingConfig:
+    mask_prob: float = 0.15  # stop once this fraction of the maskable tokens is masked
+    block_prob: float = 0.4  # probability that a sampled block is an n-gram
+    min_block: int = 2
+    max_block: int = 6
+    random_token_prob: float = 0.1
+    leave_unmasked_prob: float = 0.1
+
+
+def sample_blocks(rng, maskable, cfg: MaskingConfig):
+    """Algorithm 1. ``maskable``: bool [n] (False at special tokens).
+
+    Returns the factorization order as a list of (start, length), in the order appended.
+    A block running past the end, over a special token, or over an already masked
+    position is rejected and resampled.
+    """
+    n = len(maskable)
+    goal = cfg.mask_prob * int(maskable.sum())
+    masked = np.zeros(n, dtype=bool)
+    blocks, count = [], 0
+    budget = 100 * n + 100  # only degenerate inputs (almost nothing maskable) exhaust it
+    while count < goal and budget > 0:
+        budget -= 1
+        p = int(rng.integers(n))
+        length = int(rng.integers(cfg.min_block, cfg.max_block + 1)) if rng.random() < cfg.block_prob else 1
+        end = p + length
+        if end > n or not maskable[p:end].all() or masked[p:end].any():
+            continue
+        masked[p:end] = True
+        blocks.append((p, length))
+        count += length
+    return blocks
+
+
+def corrupt(rng, tokens, positions, cfg: MaskingConfig, mask_idx, random_candidates):
+    """80/10/10: [MASK], a random normal token, or the original, at each masked position."""
+    out = tokens.copy()
+    u = rng.random(len(positions))
+    to_mask = u < 1.0 - cfg.random_token_prob - cfg.leave_unmasked_prob
+    to_random = (~to_mask) & (u < 1.0 - cfg.leave_unmasked_prob)
+    out[positions[to_mask]] = mask_idx
+    out[positions[to_random]] = rng.choice(random_candidates, size=int(to_random.sum()))
+    return out
+
+
+def build_example(rng, context, segments, maskable, cfg, objective, mask_idx, pseudo_idx, pad_idx, random_candidates):
+    """Context (uncorrupted token ids, with specials) -> one PMLM training example.
+
+    ``objective``: "ae", "par", "ar", "ae+ar" or "ae+par". AR = PAR with blocks of length 1.
+    Returns a dict of equally long int64 arrays: tokens, positions, segments, kinds, steps,
+    target (pad where no loss). Layout: context, then per step i: its [P]s, then copies of
+    its original tokens, each with the position/segment id of the context token it stands for.
+    """
+    ae = objective.startswith("ae")
+    par = objective != "ae"
+    if objective in ("ar", "ae+ar"):
+        cfg = MaskingConfig(**{**cfg.__dict__, "block_prob": 0.0})
+    blocks = sample_blocks(rng, maskable, cfg)
+    masked = np.concatenate([np.arange(p, p + l) for p, l in blocks]) if blocks else np.zeros(0, np.int64)
+    n = len(context)
+    target = np.full(n, pad_idx, dtype=np.int64)
+    if ae:
+        target[masked] = context[masked]
+    parts = {
+        "tokens": [corrupt(rng, context, masked, cfg, mask_idx, random_candidates)],
+        "positions": [np.arange(n)],
+        "segments": [segments],
+        "kinds": [np.full(n, CONTEXT)],
+        "steps": [np.zeros(n, dtype=np.int64)],
+        "target": [target],
+    }
+    if par:
+        for step, (p, l) in enumerate(blocks, start=1):
+            span = np.arange(p, p + l)
+            original = context[span]
+            parts["tokens"] += [np.full(l, pseudo_idx), original]
+            parts["positions"] += [span, span]
+            parts["segments"] += [segments[span], segments[span]]
+            parts["kinds"] += [np.full(l, PSEUDO), np.full(l, ORIGINAL)]
+            parts["steps"] += [np.full(l, step), np.full(l, step)]
+            parts["target"] += [original, np.full(l, pad_idx)]
+    return {k: np.concatenate(v).astype(np.int64) for k, v in parts.items()}

@@ -1,0 +1,165 @@
+"""Documents -> ``[SOS] S1 [EOS] S2 [EOS]`` PMLM examples, collated with the compact
+per-token description (kinds, steps) from which the model builds the attention mask.
+"""
+import logging
+
+import numpy as np
+import torch
+from fairseq.data import FairseqDataset, data_utils
+
+from .blockwise_masking import MaskingConfig, build_example
+
+logger = logging.getLogger(__name__)
+
+
+def pack_documents(sizes, max_tokens):
+    """Greedily pack each document's sentences into chunks of at most ``max_tokens``.
+
+    ``sizes``: per-line item sizes of a ``fairseq-preprocess`` dataset (each line ends with
+    its EOS, so a blank line, i.e. a document boundary, has size 1). A sentence longer than
+    ``max_tokens`` is split into pieces. Returns (pieces [K, 3] of (line, start, end),
+    chunk_offsets [C + 1], stats dict).
+    """
+    # documents as lists of (line, start, end) pieces; long sentences cut into pieces
+    documents, doc = [], []
+    stats = {"documents": 0, "short_documents": 0, "long_sentences": 0}
+    for line, size in enumerate(np.asarray(sizes).tolist() + [1]):  # sentinel boundary
+        n = size - 1  # drop the EOS that fairseq-preprocess appended
+        if n <= 0:
+            if doc:
+                documents.append(doc)
+            doc = []
+            continue
+        stats["long_sentences"] += n > max_tokens
+        doc.extend((line, s, min(n, s + max_tokens)) for s in range(0, n, max_tokens))
+
+    pieces, offsets = [], [0]
+    for doc in documents:
+        stats["documents"] += 1
+        if sum(e - s for _, s, e in doc) < 2:
+            stats["short_documents"] += 1
+            continue
+        chunks, length = [[]], 0
+        for piece in doc:
+            n = piece[2] - piece[1]
+            if length + n > max_tokens:
+                chunks.append([])
+                length = 0
+            chunks[-1].append(piece)
+            length += n
+        for chunk in chunks:
+            if sum(e - s for _, s, e in chunk) >= 2:  # S1 and S2 need a token each
+                pieces.extend(chunk)
+                offsets.append(len(pieces))
+    return np.array(pieces, dtype=np.int64).reshape(-1, 3), np.array(offsets, dtype=np.int64), stats
+
+
+class PseudoMaskedLMDataset(FairseqDataset):
+    def __init__(self, lines, dictionary, tokens_per_sample, masking: MaskingConfig, objective, mask_idx, pseudo_idx, seed, split="train"):
+        self.lines = lines
+        self.dictionary = dictionary
+        self.masking = masking
+        self.objective = objective
+        self.mask_idx, self.pseudo_idx = mask_idx, pseudo_idx
+        self.seed = seed
+        self.epoch = 1
+        self.pieces, self.offsets, stats = pack_documents(lines.sizes, tokens_per_sample - 3)
+        logger.info(
+            f"{split}: {len(self)} examples from {stats['documents']} documents; skipped "
+            f"{stats['short_documents']} documents of fewer than 2 tokens; split "
+            f"{stats['long_sentences']} sentences longer than {tokens_per_sample - 3} tokens"
+        )
+        if len(self) == 0:
+            raise ValueError(f"{split}: no usable document (each needs at least 2 tokens)")
+        lengths = self.pieces[:, 2] - self.pieces[:, 1]
+        body = np.add.reduceat(lengths, self.offsets[:-1])
+        self._sizes = body + 3  # context length: [SOS] S1 [EOS] S2 [EOS]
+        # batching estimate of the appended part (two tokens per masked token), rounded up
+        self._num_tokens = self._sizes + (2 * np.ceil(masking.mask_prob * body) + 6).astype(np.int64) * (objective != "ae")
+        special = {dictionary.bos(), dictionary.eos(), dictionary.pad(), dictionary.unk(), mask_idx, pseudo_idx}
+        self.random_candidates = np.array(
+            [i for i in range(dictionary.nspecial, len(dictionary)) if i not in special], dtype=np.int64
+        )
+
+    @property
+    def can_reuse_epoch_itr_across_epochs(self):
+        return False  # masks change every epoch
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    def sentences(self, index):
+        """The chunk's sentences (pieces) as int64 arrays, without EOS."""
+        rows = self.pieces[self.offsets[index] : self.offsets[index + 1]]
+        return [np.asarray(self.lines[line][s:e], dtype=np.int64) for line, s, e in rows]
+
+    def __getitem__(self, index):
+        rng = np.random.default_rng([self.seed, self.epoch, index])
+        sents = self.sentences(index)
+        if len(sents) >= 2:  # split at a sentence boundary
+            k = int(rng.integers(1, len(sents)))
+            s1, s2 = np.concatenate(sents[:k]), np.concatenate(sents[k:])
+        else:
+            k = int(rng.integers(1, len(sents[0])))
+            s1, s2 = sents[0][:k], sents[0][k:]
+        bos, eos = self.dictionary.bos(), self.dictionary.eos()
+        context = np.concatenate([[bos], s1, [eos], s2, [eos]]).astype(np.int64)
+        segments = np.concatenate([np.zeros(len(s1) + 2), np.ones(len(s2) + 1)]).astype(np.int64)
+        maskable = np.ones(len(context), dtype=bool)
+        maskable[[0, len(s1) + 1, len(context) - 1]] = False
+        ex = build_example(
+            rng, context, segments, maskable, self.masking, self.objective,
+            self.mask_idx, self.pseudo_idx, self.dictionary.pad(), self.random_candidates,
+        )
+        ex = {k: torch.from_numpy(v) for k, v in ex.items()}
+        ex["id"] = index
+        return ex
+
+    def collater(self, samples):
+        if len(samples) == 0:
+            return {}
+        pad = self.dictionary.pad()
+
+        def stack(key, value):
+            return data_utils.collate_tokens([s[key] for s in samples], value)
+
+        tokens = stack("tokens", pad)
+        return {
+            "id": torch.LongTensor([s["id"] for s in samples]),
+            "nsentences": len(samples),
+            "ntokens": int(tokens.ne(pad).sum()),
+            "net_input": {
+                "src_tokens": tokens,
+                "positions": stack("positions", 0),
+                "segments": stack("segments", 0),
+                "kinds": stack("kinds", 0),  # 0 = PAD
+                "steps": stack("steps", 0),
+            },
+            "target": stack("target", pad),
+        }
+
+    def num_tokens(self, index):
+        return int(self._num_tokens[index])
+
+    def num_tokens_vec(self, indices):
+        return self._num_tokens[indices]
+
+    def size(self, index):
+        return int(self._sizes[index])
+
+    @property
+    def sizes(self):
+        return self._sizes
+
+    def ordered_indices(self):
+        # shuffled, then stably sorted by length (as fairseq's masked_lm) for tight batches
+        with data_utils.numpy_seed(self.seed):
+            shuffle = np.random.permutation(len(self))
+        return shuffle[np.argsort(self._num_tokens[shuffle], kind="mergesort")]
+
+    @property
+    def supports_prefetch(self):
+        return False

@@ -1,0 +1,1 @@
+from . import unilmv2  # noqa: F401

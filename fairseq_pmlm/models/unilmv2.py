@@ -1,0 +1,122 @@
+"""fairseq model ``unilmv2``: the UniLMv2 Transformer behind a dataclass config.
+
+Dataclass registration (not legacy ``add_args``) keeps checkpoints loadable under torch's
+``weights_only=True`` default.
+"""
+import hashlib
+import logging
+from dataclasses import dataclass, field
+
+import torch
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
+from fairseq.utils import safe_getattr
+
+from ..modules.transformer import TransformerShape, UniLMv2Transformer
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class UniLMv2Config(FairseqDataclass):
+    encoder_layers: int = field(default=12, metadata={"help": "number of layers"})
+    encoder_embed_dim: int = field(default=768, metadata={"help": "hidden size"})
+    encoder_ffn_embed_dim: int = field(default=3072, metadata={"help": "FFN inner size"})
+    encoder_attention_heads: int = field(default=12, metadata={"help": "attention heads"})
+    dropout: float = field(default=0.1, metadata={"help": "dropout probability"})
+    attention_dropout: float = field(default=0.1, metadata={"help": "attention dropout"})
+    max_positions: int = field(default=512, metadata={"help": "learned absolute positions"})
+    type_vocab_size: int = field(default=2, metadata={"help": "number of segment ids"})
+    layernorm_eps: float = field(default=1e-12, metadata={"help": "LayerNorm epsilon (BERT's)"})
+    rel_pos_buckets: int = field(default=32, metadata={"help": "relative position buckets"})
+    max_rel_distance: int = field(default=128, metadata={"help": "relative position max distance"})
+    no_rel_pos: bool = field(
+        default=False, metadata={"help": "disable the relative position bias ('-- rel pos' ablation)"}
+    )
+    attention_impl: ChoiceEnum(["sdpa", "reference"]) = field(
+        default="sdpa",
+        metadata={"help": "sdpa: PyTorch fused attention; reference: explicit softmax (for checks)"},
+    )
+
+
+def dictionary_digest(dictionary):
+    """16 bytes identifying a dictionary's symbols, stored in every checkpoint."""
+    h = hashlib.md5("\n".join(dictionary.symbols).encode("utf-8")).digest()
+    return torch.tensor(list(h), dtype=torch.uint8)
+
+
+@register_model("unilmv2", dataclass=UniLMv2Config)
+class UniLMv2Model(BaseFairseqModel):
+    def __init__(self, cfg: UniLMv2Config, dictionary):
+        super().__init__()
+        self.cfg = cfg
+        self.pad = dictionary.pad()
+        self.transformer = UniLMv2Transformer(
+            TransformerShape(
+                vocab_size=len(dictionary),
+                layers=cfg.encoder_layers,
+                dim=cfg.encoder_embed_dim,
+                ffn_dim=cfg.encoder_ffn_embed_dim,
+                heads=cfg.encoder_attention_heads,
+                max_positions=cfg.max_positions,
+                type_vocab_size=cfg.type_vocab_size,
+                dropout=cfg.dropout,
+                attention_dropout=cfg.attention_dropout,
+                layernorm_eps=cfg.layernorm_eps,
+                rel_pos_buckets=0 if cfg.no_rel_pos else cfg.rel_pos_buckets,
+                max_rel_distance=cfg.max_rel_distance,
+                attention_impl=str(cfg.attention_impl),
+            )
+        )
+        # a checkpoint remembers its dictionary, so loading it with another one fails loudly
+        self.register_buffer("dictionary_digest", dictionary_digest(dictionary))
+
+    @classmethod
+    def build_model(cls, cfg, task):
+        need = safe_getattr(task.cfg, "tokens_per_sample", None)
+        if need is not None and need > cfg.max_positions:
+            raise ValueError(
+                f"--tokens-per-sample {need} exceeds the model's --max-positions {cfg.max_positions}"
+            )
+        return cls(cfg, task.source_dictionary)
+
+    def forward(self, src_tokens, positions, segments, kinds, steps, masked_tokens=None, features_only=False, **kwargs):
+        """Hidden states, or LM logits only where ``masked_tokens`` is True (the loss positions)."""
+        x = self.transformer(src_tokens, positions, segments, kinds, steps)
+        if features_only:
+            return x, {}
+        if masked_tokens is not None:
+            x = x[masked_tokens]
+        return self.transformer.lm_head(x), {}
+
+    def max_positions(self):
+        return self.cfg.max_positions
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        theirs = state_dict.get("dictionary_digest")
+        if theirs is not None and not torch.equal(theirs.cpu(), self.dictionary_digest.cpu()):
+            msg = (
+                "checkpoint was trained with a different dictionary than the task's dict.txt "
+                "(binarize with the checkpoint's dictionary: fairseq-preprocess --srcdict)"
+            )
+            logger.error(msg)  # fairseq's trainer re-raises with a generic message; keep ours visible
+            raise ValueError(msg)
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+
+
+def _arch(name, layers, dim, ffn, heads):
+    @register_model_architecture("unilmv2", name)
+    def arch(args):
+        args.encoder_layers = safe_getattr(args, "encoder_layers", layers)
+        args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", dim)
+        args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", ffn)
+        args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", heads)
+
+    return arch
+
+
+# the paper's sizes, plus small ones for the demo and the tests
+unilmv2_base = _arch("unilmv2_base", 12, 768, 3072, 12)
+unilmv2_large = _arch("unilmv2_large", 24, 1024, 4096, 16)
+unilmv2_small = _arch("unilmv2_small", 4, 256, 1024, 4)
+unilmv2_tiny = _arch("unilmv2_tiny", 2, 64, 128, 4)

@@ -1,0 +1,35 @@
+"""The PMLM attention-permission rule: the one place that decides who may see whom.
+
+Every token carries a compact description, two small integers:
+  kind: PAD, CONTEXT (incl. [MASK]), PSEUDO ([P]) or ORIGINAL (an appended copy of
+        a masked token, or a target token in sequence-to-sequence fine-tuning);
+  step: the factorization step it belongs to (0 for context and padding).
+The dense L x L mask is derived from these on the model's device, never collated.
+
+The same rule serves pre-training (PMLM-SPEC section 2), sequence-to-sequence fine-tuning
+(section 3: source = context, target token t = ORIGINAL of step t, its [P] = PSEUDO of step t)
+and incremental decoding (the cached keys keep their kind/step).
+"""
+import torch
+
+PAD, CONTEXT, PSEUDO, ORIGINAL = 0, 1, 2, 3
+
+
+def attention_allowed(q_kind, q_step, k_kind, k_step):
+    """Boolean [..., Tq, Tk]: may query i attend to key j?
+
+    Args are [..., Tq] (queries) and [..., Tk] (keys) integer tensors.
+    - context keys are visible to every query (padding queries too, so no softmax row
+      is empty; padding outputs are never used);
+    - an ORIGINAL key of step s is visible to [P] queries of steps > s and to ORIGINAL
+      queries of steps >= s (never to context: that would leak implicitly);
+    - a [P] key of step s is visible only to the [P] queries of the same step;
+    - padding keys are visible to nobody.
+    """
+    qk, qs = q_kind.unsqueeze(-1), q_step.unsqueeze(-1)
+    kk, ks = k_kind.unsqueeze(-2), k_step.unsqueeze(-2)
+    q_pseudo, q_orig = qk == PSEUDO, qk == ORIGINAL
+    see_context = kk == CONTEXT
+    see_original = (kk == ORIGINAL) & ((q_pseudo & (ks < qs)) | (q_orig & (ks <= qs)))
+    see_pseudo = (kk == PSEUDO) & q_pseudo & (ks == qs)
+    return see_context | see_original | see_pseudo

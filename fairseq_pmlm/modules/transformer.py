@@ -1,0 +1,171 @@
+"""The UniLMv2 Transformer, readable top to bottom (PMLM-SPEC section 1).
+
+BERT-style post-LayerNorm encoder whose self-attention is steered by the PMLM rule
+(``attention_rule.py``) plus a T5 relative-position bias shared by all layers. The bias
+and the permission mask are combined once per forward into one additive tensor that
+every layer reuses.
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .attention_rule import attention_allowed
+from .relative_position import relative_position_bucket
+
+
+@dataclass
+class TransformerShape:
+    vocab_size: int
+    layers: int = 12
+    dim: int = 768
+    ffn_dim: int = 3072
+    heads: int = 12
+    max_positions: int = 512
+    type_vocab_size: int = 2
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    layernorm_eps: float = 1e-12
+    rel_pos_buckets: int = 32  # 0 disables the relative position bias
+    max_rel_distance: int = 128
+    attention_impl: str = "sdpa"  # "sdpa" (fused kernels) or "reference" (explicit softmax)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, s: TransformerShape):
+        super().__init__()
+        assert s.dim % s.heads == 0, "dim must be a multiple of heads"
+        self.heads, self.head_dim = s.heads, s.dim // s.heads
+        # separate q/k/v projections keep Hugging Face BERT weights importable as they are
+        self.query = nn.Linear(s.dim, s.dim)
+        self.key = nn.Linear(s.dim, s.dim)
+        self.value = nn.Linear(s.dim, s.dim)
+        self.out = nn.Linear(s.dim, s.dim)
+        self.dropout = s.attention_dropout
+        self.impl = s.attention_impl
+
+    def _split(self, x):
+        B, T, _ = x.shape
+        return x.view(B, T, self.heads, self.head_dim).transpose(1, 2)  # B H T D
+
+    def forward(self, x, attn_bias, past_kv=None):
+        """``attn_bias``: additive float [B, H|1, Tq, Tk] (-inf = forbidden) or bool
+        (True = allowed). ``past_kv``: cached (k, v) prepended to this call's keys."""
+        q, k, v = self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))
+        if past_kv is not None:
+            k = torch.cat([past_kv[0], k], dim=2)
+            v = torch.cat([past_kv[1], v], dim=2)
+        p = self.dropout if self.training else 0.0
+        if self.impl == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_bias, dropout_p=p)
+        else:
+            y = reference_attention(q, k, v, attn_bias, p, self.training)
+        B, _, T, _ = y.shape
+        return self.out(y.transpose(1, 2).reshape(B, T, -1)), (k, v)
+
+
+def reference_attention(q, k, v, attn_bias, dropout_p=0.0, training=False):
+    """softmax(QK^T / sqrt(d) + bias) V, spelled out: the path the fast one is checked against."""
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))
+    if attn_bias.dtype == torch.bool:
+        scores = scores.masked_fill(~attn_bias, float("-inf"))
+    else:
+        scores = scores + attn_bias
+    probs = F.dropout(scores.float().softmax(-1).type_as(q), dropout_p, training)
+    return probs @ v
+
+
+class Block(nn.Module):
+    """Post-LN layer as in BERT: x = LN(x + Attn(x)); x = LN(x + FFN(x))."""
+
+    def __init__(self, s: TransformerShape):
+        super().__init__()
+        self.attn = SelfAttention(s)
+        self.attn_ln = nn.LayerNorm(s.dim, eps=s.layernorm_eps)
+        self.fc1 = nn.Linear(s.dim, s.ffn_dim)
+        self.fc2 = nn.Linear(s.ffn_dim, s.dim)
+        self.ffn_ln = nn.LayerNorm(s.dim, eps=s.layernorm_eps)
+        self.drop = nn.Dropout(s.dropout)
+
+    def forward(self, x, attn_bias, past_kv=None):
+        a, kv = self.attn(x, attn_bias, past_kv)
+        x = self.attn_ln(x + self.drop(a))
+        x = self.ffn_ln(x + self.drop(self.fc2(F.gelu(self.fc1(x)))))
+        return x, kv
+
+
+class LMHead(nn.Module):
+    """dense -> GELU -> LayerNorm -> projection tied to the token embedding + bias."""
+
+    def __init__(self, s: TransformerShape, embed_weight):
+        super().__init__()
+        self.dense = nn.Linear(s.dim, s.dim)
+        self.ln = nn.LayerNorm(s.dim, eps=s.layernorm_eps)
+        self.weight = embed_weight
+        self.bias = nn.Parameter(torch.zeros(s.vocab_size))
+
+    def forward(self, x):
+        return F.linear(self.ln(F.gelu(self.dense(x))), self.weight) + self.bias
+
+
+class UniLMv2Transformer(nn.Module):
+    def __init__(self, s: TransformerShape):
+        super().__init__()
+        self.shape = s
+        self.embed_tokens = nn.Embedding(s.vocab_size, s.dim)
+        self.embed_positions = nn.Embedding(s.max_positions, s.dim)
+        self.embed_segments = nn.Embedding(s.type_vocab_size, s.dim)
+        self.embed_ln = nn.LayerNorm(s.dim, eps=s.layernorm_eps)
+        self.drop = nn.Dropout(s.dropout)
+        # Linear(buckets -> heads, no bias) as in the paper/s2s-ft; used as a lookup table
+        self.rel_pos_bias = (
+            nn.Linear(s.rel_pos_buckets, s.heads, bias=False) if s.rel_pos_buckets > 0 else None
+        )
+        self.layers = nn.ModuleList([Block(s) for _ in range(s.layers)])
+        self.lm_head = LMHead(s, self.embed_tokens.weight)
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    def attention_bias(self, q_desc, k_desc, dtype):
+        """One additive bias [B, H, Tq, Tk] (or a bool mask [B, 1, Tq, Tk] without relative
+        positions) shared by all layers. ``*_desc`` = (kinds, steps, positions)."""
+        allowed = attention_allowed(q_desc[0], q_desc[1], k_desc[0], k_desc[1]).unsqueeze(1)
+        if self.rel_pos_bias is None:
+            return allowed
+        rel = k_desc[2].unsqueeze(-2) - q_desc[2].unsqueeze(-1)  # pos[key] - pos[query]
+        bucket = relative_position_bucket(
+            rel, self.shape.rel_pos_buckets, self.shape.max_rel_distance
+        )
+        bias = F.embedding(bucket, self.rel_pos_bias.weight.t()).permute(0, 3, 1, 2)
+        return bias.to(dtype).masked_fill(~allowed, float("-inf"))
+
+    def embed(self, tokens, positions, segments):
+        x = self.embed_tokens(tokens) + self.embed_positions(positions) + self.embed_segments(segments)
+        return self.drop(self.embed_ln(x))
+
+    def forward(self, tokens, positions, segments, kinds, steps, past=None, return_kv=False):
+        """Returns final hidden states [B, T, C] (and per-layer (k, v) if asked).
+
+        ``past`` = (list of per-layer (k, v), (kinds, steps, positions) of the cached keys):
+        the tokens given here are appended after the cached ones (incremental decoding).
+        """
+        x = self.embed(tokens, positions, segments)
+        q_desc = (kinds, steps, positions)
+        k_desc = q_desc
+        if past is not None:
+            k_desc = tuple(torch.cat([p, q], dim=1) for p, q in zip(past[1], q_desc))
+        bias = self.attention_bias(q_desc, k_desc, x.dtype)
+        kvs = []
+        for i, layer in enumerate(self.layers):
+            x, kv = layer(x, bias, None if past is None else past[0][i])
+            if return_kv:
+                kvs.append(kv)
+        return (x, kvs) if return_kv else x

@@ -1,0 +1,1 @@
+from . import pseudo_masked_lm  # noqa: F401

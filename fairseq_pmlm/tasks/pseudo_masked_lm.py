@@ -1,0 +1,118 @@
+"""fairseq task ``pseudo_masked_lm``: UniLMv2 pre-training data (PMLM-SPEC section 2)."""
+import logging
+import os
+from dataclasses import dataclass, field
+
+from fairseq import utils
+from fairseq.data import Dictionary, data_utils
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.tasks import FairseqTask, register_task
+from omegaconf import II, MISSING
+
+from ..data.blockwise_masking import MaskingConfig
+from ..data.pmlm_dataset import PseudoMaskedLMDataset
+
+logger = logging.getLogger(__name__)
+
+MASK_SYMBOL, PSEUDO_SYMBOL = "[MASK]", "[P]"
+OBJECTIVES = ["ae+par", "ae", "par", "ar", "ae+ar"]
+
+
+def load_pmlm_dictionary(data):
+    """dict.txt of the first data directory, plus the [MASK] and [P] symbols."""
+    paths = utils.split_paths(data)
+    if not paths or not os.path.isdir(paths[0]):
+        raise FileNotFoundError(f"data directory not found: {data!r} (run scripts/prepare_data.sh)")
+    path = os.path.join(paths[0], "dict.txt")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"dictionary not found: {path}")
+    dictionary = Dictionary.load(path)
+    dictionary.add_symbol(MASK_SYMBOL)
+    dictionary.add_symbol(PSEUDO_SYMBOL)
+    logger.info(f"dictionary: {len(dictionary)} types (with {MASK_SYMBOL} and {PSEUDO_SYMBOL})")
+    return dictionary
+
+
+@dataclass
+class PseudoMaskedLMConfig(FairseqDataclass):
+    data: str = field(
+        default=MISSING,
+        metadata={"help": "colon-separated data directories (fairseq-preprocess --only-source "
+                          "output), used round-robin across epochs"},
+    )
+    tokens_per_sample: int = field(
+        default=512, metadata={"help": "max context length, [SOS] S1 [EOS] S2 [EOS]"}
+    )
+    objective: ChoiceEnum(OBJECTIVES) = field(
+        default="ae+par",
+        metadata={"help": "pre-training objective (paper Table 6 ablations): ae+par (PMLM), "
+                          "ae, par, ar (blocks of length 1), ae+ar"},
+    )
+    mask_prob: float = field(default=0.15, metadata={"help": "fraction of tokens to mask"})
+    block_mask_prob: float = field(
+        default=0.4, metadata={"help": "probability that a masked block is an n-gram (else 1 token)"}
+    )
+    min_block_len: int = field(default=2, metadata={"help": "shortest n-gram block"})
+    max_block_len: int = field(default=6, metadata={"help": "longest n-gram block"})
+    leave_unmasked_prob: float = field(
+        default=0.1, metadata={"help": "probability that a masked context token is kept"}
+    )
+    random_token_prob: float = field(
+        default=0.1, metadata={"help": "probability that a masked context token is replaced by a random token"}
+    )
+    seed: int = II("common.seed")
+
+
+@register_task("pseudo_masked_lm", dataclass=PseudoMaskedLMConfig)
+class PseudoMaskedLMTask(FairseqTask):
+    cfg: PseudoMaskedLMConfig
+
+    def __init__(self, cfg: PseudoMaskedLMConfig, dictionary):
+        super().__init__(cfg)
+        self.dictionary = dictionary
+        self.mask_idx = dictionary.index(MASK_SYMBOL)
+        self.pseudo_idx = dictionary.index(PSEUDO_SYMBOL)
+        if not 0 <= cfg.mask_prob < 1 or not 0 <= cfg.block_mask_prob <= 1:
+            raise ValueError("--mask-prob must be in [0, 1) and --block-mask-prob in [0, 1]")
+        if not 1 <= cfg.min_block_len <= cfg.max_block_len:
+            raise ValueError("need 1 <= --min-block-len <= --max-block-len")
+        if cfg.leave_unmasked_prob + cfg.random_token_prob > 1:
+            raise ValueError("--leave-unmasked-prob + --random-token-prob must be <= 1")
+        if cfg.tokens_per_sample < 5:
+            raise ValueError("--tokens-per-sample must be at least 5")
+
+    @classmethod
+    def setup_task(cls, cfg: PseudoMaskedLMConfig, **kwargs):
+        return cls(cfg, load_pmlm_dictionary(cfg.data))
+
+    def masking_config(self):
+        c = self.cfg
+        return MaskingConfig(
+            mask_prob=c.mask_prob, block_prob=c.block_mask_prob, min_block=c.min_block_len,
+            max_block=c.max_block_len, random_token_prob=c.random_token_prob,
+            leave_unmasked_prob=c.leave_unmasked_prob,
+        )
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        paths = utils.split_paths(self.cfg.data)
+        split_path = os.path.join(paths[(epoch - 1) % len(paths)], split)
+        lines = data_utils.load_indexed_dataset(split_path, self.dictionary, combine=combine)
+        if lines is None:
+            raise FileNotFoundError(f"dataset not found: {split_path}.{{bin,idx}}")
+        if len(lines) == 0:
+            raise ValueError(f"dataset is empty: {split_path}")
+        self.datasets[split] = PseudoMaskedLMDataset(
+            lines, self.dictionary, self.cfg.tokens_per_sample, self.masking_config(),
+            str(self.cfg.objective), self.mask_idx, self.pseudo_idx, self.cfg.seed, split=split,
+        )
+
+    @property
+    def source_dictionary(self):
+        return self.dictionary
+
+    @property
+    def target_dictionary(self):
+        return self.dictionary
+
+    def max_positions(self):
+        return self.cfg.tokens_per_sample
