@@ -7,6 +7,7 @@ import numpy as np
 import torch
 from fairseq.data import FairseqDataset, data_utils
 
+from ..modules.attention_rule import CONTEXT, PAD
 from .blockwise_masking import MaskingConfig, build_example
 
 logger = logging.getLogger(__name__)
@@ -119,12 +120,20 @@ class PseudoMaskedLMDataset(FairseqDataset):
         return ex
 
     def collater(self, samples):
+        """Pads the contexts to a common ``prefix_len``, then the appended parts after it, so
+        the model can skip the context-to-appended attention block (see ``attention_plan``)."""
         if len(samples) == 0:
             return {}
         pad = self.dictionary.pad()
+        n_ctx = [int(s["kinds"].eq(CONTEXT).sum()) for s in samples]  # context comes first
+        prefix_len = max(n_ctx)
 
         def stack(key, value):
-            return data_utils.collate_tokens([s[key] for s in samples], value)
+            ctx = data_utils.collate_tokens([s[key][:n] for s, n in zip(samples, n_ctx)], value)
+            app = [s[key][n:] for s, n in zip(samples, n_ctx)]
+            if max(len(a) for a in app) == 0:
+                return ctx
+            return torch.cat([ctx, data_utils.collate_tokens(app, value)], dim=1)
 
         tokens = stack("tokens", pad)
         return {
@@ -135,8 +144,9 @@ class PseudoMaskedLMDataset(FairseqDataset):
                 "src_tokens": tokens,
                 "positions": stack("positions", 0),
                 "segments": stack("segments", 0),
-                "kinds": stack("kinds", 0),  # 0 = PAD
+                "kinds": stack("kinds", PAD),
                 "steps": stack("steps", 0),
+                "prefix_len": prefix_len,
             },
             "target": stack("target", pad),
         }

@@ -80,9 +80,10 @@ class UniLMv2Model(BaseFairseqModel):
             )
         return cls(cfg, task.source_dictionary)
 
-    def forward(self, src_tokens, positions, segments, kinds, steps, masked_tokens=None, features_only=False, **kwargs):
-        """Hidden states, or LM logits only where ``masked_tokens`` is True (the loss positions)."""
-        x = self.transformer(src_tokens, positions, segments, kinds, steps)
+    def forward(self, src_tokens, positions, segments, kinds, steps, prefix_len=None, masked_tokens=None, features_only=False, **kwargs):
+        """Hidden states, or LM logits only where ``masked_tokens`` is True (the loss positions).
+        ``prefix_len``: see ``UniLMv2Transformer.attention_plan``."""
+        x = self.transformer(src_tokens, positions, segments, kinds, steps, prefix_len=prefix_len)
         if features_only:
             return x, {}
         if masked_tokens is not None:

@@ -50,18 +50,24 @@ class SelfAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.heads, self.head_dim).transpose(1, 2)  # B H T D
 
-    def forward(self, x, attn_bias, past_kv=None):
-        """``attn_bias``: additive float [B, H|1, Tq, Tk] (-inf = forbidden) or bool
-        (True = allowed). ``past_kv``: cached (k, v) prepended to this call's keys."""
+    def forward(self, x, plan, past_kv=None):
+        """``plan``: list of (query_start, query_end, key_end, bias): each block of query rows
+        attends to the key prefix [0, key_end) with its additive float bias [B, H|1, Tq, Tk]
+        (-inf = forbidden) or bool mask (True = allowed). ``past_kv``: cached (k, v) that
+        precede this call's keys (incremental decoding)."""
         q, k, v = self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))
         if past_kv is not None:
             k = torch.cat([past_kv[0], k], dim=2)
             v = torch.cat([past_kv[1], v], dim=2)
         p = self.dropout if self.training else 0.0
-        if self.impl == "sdpa":
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_bias, dropout_p=p)
-        else:
-            y = reference_attention(q, k, v, attn_bias, p, self.training)
+        ys = []
+        for q0, q1, k1, bias in plan:
+            qb, kb, vb = q[:, :, q0:q1], k[:, :, :k1], v[:, :, :k1]
+            if self.impl == "sdpa":
+                ys.append(F.scaled_dot_product_attention(qb, kb, vb, attn_mask=bias, dropout_p=p))
+            else:
+                ys.append(reference_attention(qb, kb, vb, bias, p, self.training))
+        y = ys[0] if len(ys) == 1 else torch.cat(ys, dim=2)
         B, _, T, _ = y.shape
         return self.out(y.transpose(1, 2).reshape(B, T, -1)), (k, v)
 
@@ -89,8 +95,8 @@ class Block(nn.Module):
         self.ffn_ln = nn.LayerNorm(s.dim, eps=s.layernorm_eps)
         self.drop = nn.Dropout(s.dropout)
 
-    def forward(self, x, attn_bias, past_kv=None):
-        a, kv = self.attn(x, attn_bias, past_kv)
+    def forward(self, x, plan, past_kv=None):
+        a, kv = self.attn(x, plan, past_kv)
         x = self.attn_ln(x + self.drop(a))
         x = self.ffn_ln(x + self.drop(self.fc2(F.gelu(self.fc1(x)))))
         return x, kv
@@ -144,16 +150,38 @@ class UniLMv2Transformer(nn.Module):
         bucket = relative_position_bucket(
             rel, self.shape.rel_pos_buckets, self.shape.max_rel_distance
         )
-        bias = F.embedding(bucket, self.rel_pos_bias.weight.t()).permute(0, 3, 1, 2)
+        # weight [H, buckets] indexed -> [H, B, Tq, Tk]; 2x faster backward than F.embedding on CPU
+        bias = self.rel_pos_bias.weight[:, bucket].transpose(0, 1)
         return bias.to(dtype).masked_fill(~allowed, float("-inf"))
 
     def embed(self, tokens, positions, segments):
         x = self.embed_tokens(tokens) + self.embed_positions(positions) + self.embed_segments(segments)
         return self.drop(self.embed_ln(x))
 
-    def forward(self, tokens, positions, segments, kinds, steps, past=None, return_kv=False):
+    def attention_plan(self, q_desc, k_desc, dtype, prefix_len=None):
+        """Which query rows attend to which key prefix, with what bias.
+
+        With ``prefix_len`` (the padded context length, context first in every row), the
+        rule's block structure is used: context rows see only context keys, so they attend
+        over the first ``prefix_len`` keys alone; appended rows attend over all keys. This
+        skips the context-to-appended block (forbidden by the rule) instead of computing and
+        masking it: PMLM's "no redundant computation".
+        """
+        Tq, Tk = q_desc[0].size(1), k_desc[0].size(1)
+        if prefix_len is None or prefix_len >= Tq or Tq != Tk:
+            return [(0, Tq, Tk, self.attention_bias(q_desc, k_desc, dtype))]
+        ctx = tuple(d[:, :prefix_len] for d in q_desc)
+        app = tuple(d[:, prefix_len:] for d in q_desc)
+        return [
+            (0, prefix_len, prefix_len, self.attention_bias(ctx, ctx, dtype)),
+            (prefix_len, Tq, Tk, self.attention_bias(app, k_desc, dtype)),
+        ]
+
+    def forward(self, tokens, positions, segments, kinds, steps, prefix_len=None, past=None, return_kv=False):
         """Returns final hidden states [B, T, C] (and per-layer (k, v) if asked).
 
+        ``prefix_len``: optional int, every row's context occupies columns [0, prefix_len)
+        and nothing there may see the columns after it (see ``attention_plan``).
         ``past`` = (list of per-layer (k, v), (kinds, steps, positions) of the cached keys):
         the tokens given here are appended after the cached ones (incremental decoding).
         """
@@ -162,10 +190,10 @@ class UniLMv2Transformer(nn.Module):
         k_desc = q_desc
         if past is not None:
             k_desc = tuple(torch.cat([p, q], dim=1) for p, q in zip(past[1], q_desc))
-        bias = self.attention_bias(q_desc, k_desc, x.dtype)
+        plan = self.attention_plan(q_desc, k_desc, x.dtype, prefix_len)
         kvs = []
         for i, layer in enumerate(self.layers):
-            x, kv = layer(x, bias, None if past is None else past[0][i])
+            x, kv = layer(x, plan, None if past is None else past[0][i])
             if return_kv:
                 kvs.append(kv)
         return (x, kvs) if return_kv else x
