@@ -10,6 +10,7 @@ markdown table; paste it into docs/BENCHMARKS.md with the machine and commit.
 import argparse
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -72,6 +73,13 @@ def main():
     torch.manual_seed(0)
 
     work = tempfile.mkdtemp(prefix="bench_pmlm_")
+    try:
+        run(a, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run(a, work):
     make_corpus(os.path.join(work, "train.txt"))
     subprocess.run(
         ["fairseq-preprocess", "--only-source", "--trainpref", f"{work}/train.txt",
