@@ -79,7 +79,9 @@ def reference_attention(q, k, v, attn_bias, dropout_p=0.0, training=False):
         scores = scores.masked_fill(~attn_bias, float("-inf"))
     else:
         scores = scores + attn_bias
-    probs = F.dropout(scores.float().softmax(-1).type_as(q), dropout_p, training)
+    # softmax in at least fp32 (half-precision inputs), without demoting float64
+    probs = scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32)).type_as(q)
+    probs = F.dropout(probs, dropout_p, training)
     return probs @ v
 
 
