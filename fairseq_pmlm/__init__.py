@@ -1,8 +1,9 @@
 """fairseq-pmlm: UniLMv2's pseudo-masked language model as a fairseq plugin.
 
 Load with ``--user-dir fairseq_pmlm`` or ``import fairseq_pmlm``; importing registers the
-task ``pseudo_masked_lm``, the ``unilmv2*`` architectures and the ``pmlm`` criterion.
+tasks ``pseudo_masked_lm`` and ``pmlm_seq2seq``, the ``unilmv2*`` architectures, the
+``pmlm`` criterion and the ``rouge`` scorer.
 """
-from . import criterions, models, tasks  # noqa: F401  (registration side effects)
+from . import criterions, models, safe_exit, scoring, tasks  # noqa: F401  (registration side effects)
 
 __version__ = "0.1.0"

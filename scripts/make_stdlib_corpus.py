@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Real-text corpus from the docstrings of the installed Python standard library.
 
-One document per module (its module, class and function docstrings), one sentence per
-line, a blank line between documents. Sources are parsed with ``ast``, never imported.
-Every k-th document goes to the validation file.
+One document per module (its module, class and function docstrings, in source order), one
+sentence per line, a blank line between documents. Sources are parsed with ``ast``, never
+imported (importing can have side effects). Deterministic: files in sorted order, every k-th
+document goes to the validation file.
 
     python scripts/make_stdlib_corpus.py --out train.txt --valid-out valid.txt
 """
@@ -13,28 +14,39 @@ import os
 import re
 import sysconfig
 
-SKIP_DIRS = {"test", "tests", "idlelib", "site-packages", "__pycache__", "turtledemo"}
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`'\"(])")
+# tests, the IDLE GUI and demos are not documentation; installed packages are not the stdlib
+SKIP_DIRS = {"test", "tests", "idlelib", "turtledemo", "site-packages", "dist-packages", "__pycache__"}
+# a sentence ends at . ! or ? followed by whitespace and a capital, a quote or a backquote
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'`])")
+DOC_NODES = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def docstrings(node):
+    """Docstrings of node and of the classes/functions inside it, in source order."""
+    if isinstance(node, DOC_NODES):
+        doc = ast.get_docstring(node)
+        if doc:
+            yield doc
+    for child in ast.iter_child_nodes(node):
+        yield from docstrings(child)
 
 
 def module_sentences(path):
     try:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
-    except (SyntaxError, UnicodeDecodeError, ValueError):
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read())  # bytes: ast honours the file's coding cookie
+    except (SyntaxError, ValueError, UnicodeDecodeError):
         return []
     seen, out = set(), []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            doc = ast.get_docstring(node)
-            if not doc:
-                continue
-            # paragraphs first, so list items and headings do not run into each other
-            for para in re.split(r"\n\s*\n", doc):
-                for sent in SENTENCE_END.split(" ".join(para.split())):
-                    if len(sent.split()) >= 3 and sent not in seen:
-                        seen.add(sent)
-                        out.append(sent)
+    for doc in docstrings(tree):
+        # paragraphs first, so headings and list items do not run into the next sentence
+        for para in re.split(r"\n\s*\n", doc):
+            if para.lstrip().startswith(">>>"):
+                continue  # doctest sessions are code, not text
+            for sent in SENTENCE_END.split(" ".join(para.split())):
+                if len(sent.split()) >= 3 and sent not in seen:
+                    seen.add(sent)
+                    out.append(sent)
     return out
 
 
@@ -50,30 +62,37 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, help="training text file to write")
     p.add_argument("--valid-out", help="validation text file to write")
-    p.add_argument("--valid-every", type=int, default=50, help="every k-th document goes to --valid-out")
-    p.add_argument("--max-docs", type=int, default=0, help="stop after this many documents (0: all)")
+    p.add_argument("--valid-fraction", type=float, default=0.02,
+                   help="share of the documents that go to --valid-out (every k-th one)")
+    p.add_argument("--max-docs", type=int, help="keep only the first N documents")
     a = p.parse_args()
+    if a.valid_out and not 0 < a.valid_fraction < 1:
+        p.error("--valid-fraction must be between 0 and 1")
 
     root = sysconfig.get_paths()["stdlib"]
     docs = [s for s in map(module_sentences, stdlib_files(root)) if s]
-    if a.max_docs:
+    if a.max_docs is not None:
         docs = docs[: a.max_docs]
     if not docs:
         raise SystemExit(f"error: no docstrings found under {root}")
-    outputs = {a.out: [], a.valid_out: []}
+    every = max(2, round(1 / a.valid_fraction)) if a.valid_out else 0
+    parts = {a.out: []}
+    if a.valid_out:
+        parts[a.valid_out] = []
     for i, doc in enumerate(docs):
-        to_valid = a.valid_out and i % a.valid_every == a.valid_every // 2
-        outputs[a.valid_out if to_valid else a.out].append(doc)
-    for path, part in outputs.items():
-        if not path:
-            continue
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            for doc in part:
-                f.write("\n".join(doc) + "\n\n")
-        os.replace(tmp, path)  # nothing half-written
+        # the middle one of each group of k, so valid does not start with the first modules
+        to_valid = every and i % every == every // 2
+        parts[a.valid_out if to_valid else a.out].append(doc)
+
+    for path, part in parts.items():  # write everything first, then rename: nothing half-written
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.writelines("\n".join(doc) + "\n\n" for doc in part)
+    for path, part in parts.items():
+        os.replace(path + ".tmp", path)
         words = sum(len(s.split()) for d in part for s in d)
         print(f"{path}: {len(part)} documents, {sum(map(len, part))} sentences, {words} words")
+    print(f"stdlib {root}: {len(docs)} documents, {sum(map(len, docs))} sentences, "
+          f"{sum(len(s.split()) for d in docs for s in d)} words")
 
 
 if __name__ == "__main__":

@@ -1,54 +1,68 @@
 #!/usr/bin/env bash
-# Data recipe: raw text (one sentence per line, blank line between documents)
-#   -> sentencepiece (trained here, or --spm-model) -> fairseq-preprocess --only-source
-#   -> DESTDIR/NAME (dict.txt, train.{bin,idx}, valid.{bin,idx}, spm.model).
+# Data recipe: raw text (one sentence per line, a blank line between documents)
+#   -> sentencepiece BPE (trained here, or --spm-model) -> pieces, blank lines kept blank
+#   -> fairseq-preprocess --only-source -> DESTDIR/NAME (dict.txt, {train,valid}.{bin,idx}, spm.model)
+# Blank lines become items of size 1 (just </s>): the task reads them as document boundaries.
 # [MASK] and [P] are not written into dict.txt: the task adds them.
 #
-#   bash scripts/prepare_data.sh --train train.txt --valid valid.txt --name NAME \
-#        [--vocab-size 8000 | --spm-model M.model [--srcdict dict.txt]] [--destdir data-bin] [--workers 2]
+#   bash scripts/prepare_data.sh --train TRAIN.txt --valid VALID.txt --name NAME \
+#       [--vocab-size 8000 | --spm-model M.model [--srcdict dict.txt]] [--destdir data-bin] [--workers 2]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-[ -f .venv/bin/activate ] && source .venv/bin/activate
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck disable=SC1091
+[ -f "$ROOT/.venv/bin/activate" ] && source "$ROOT/.venv/bin/activate"
 
 die() { echo "prepare_data.sh: error: $*" >&2; exit 2; }
-TRAIN= VALID= NAME= SPM= SRCDICT= VOCAB=8000 DEST=data-bin WORKERS=2
+TRAIN= VALID= NAME= SPM= SRCDICT= VOCAB=8000 DEST="$ROOT/data-bin" WORKERS=2
 while [ $# -gt 0 ]; do
   case "$1" in
-    --train) TRAIN=$2; shift 2 ;;
-    --valid) VALID=$2; shift 2 ;;
-    --name) NAME=$2; shift 2 ;;
-    --spm-model) SPM=$2; shift 2 ;;
-    --srcdict) SRCDICT=$2; shift 2 ;;
-    --vocab-size) VOCAB=$2; shift 2 ;;
-    --destdir) DEST=$2; shift 2 ;;
-    --workers) WORKERS=$2; shift 2 ;;
-    *) die "unknown flag: $1" ;;
+    --train) TRAIN=${2-} ;;
+    --valid) VALID=${2-} ;;
+    --name) NAME=${2-} ;;
+    --spm-model) SPM=${2-} ;;
+    --srcdict) SRCDICT=${2-} ;;
+    --vocab-size) VOCAB=${2-} ;;
+    --destdir) DEST=${2-} ;;
+    --workers) WORKERS=${2-} ;;
+    *) die "unknown flag: $1 (see the header of $0)" ;;
   esac
+  [ $# -ge 2 ] || die "$1 needs a value"
+  shift 2
 done
 [ -n "$TRAIN" ] && [ -n "$VALID" ] && [ -n "$NAME" ] || die "--train, --valid and --name are required"
+[[ "$NAME" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || die "--name must be a plain directory name: $NAME"
+[ -z "$SRCDICT" ] || [ -n "$SPM" ] || die "--srcdict needs the --spm-model it was made with"
 for f in "$TRAIN" "$VALID" ${SPM:+"$SPM"} ${SRCDICT:+"$SRCDICT"}; do
   [ -f "$f" ] || die "file not found: $f"
 done
-grep -q '[^[:space:]]' "$TRAIN" || die "training file has no text: $TRAIN"
+grep -q '[^[:space:]]' "$TRAIN" || die "training file has no text (only blank lines or empty): $TRAIN"
+command -v fairseq-preprocess >/dev/null || die "fairseq-preprocess not found: run scripts/setup_env.sh first"
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/prepare_data.XXXXXX")
+# everything is built in a temp dir; only a finished DESTDIR/NAME is moved into place
+mkdir -p "$DEST"
+TMP=$(mktemp -d "$DEST/.prepare_data.XXXXXX")  # same filesystem as DEST, so the final mv is a rename
 trap 'rm -rf "$TMP"' EXIT
+mkdir "$TMP/bin"
 if [ -n "$SPM" ]; then
-  cp "$SPM" "$TMP/spm.model"
-  python scripts/spm_encode.py --model "$TMP/spm.model" \
-    --inputs "$TRAIN" "$VALID" --outputs "$TMP/train.bpe" "$TMP/valid.bpe"
+  cp "$SPM" "$TMP/bin/spm.model"
 else
   echo "prepare_data: training sentencepiece (bpe, vocab $VOCAB) on $TRAIN"
-  python scripts/spm_encode.py --model "$TMP/spm.model" --train-from "$TRAIN" --vocab-size "$VOCAB" \
-    --inputs "$TRAIN" "$VALID" --outputs "$TMP/train.bpe" "$TMP/valid.bpe"
+  TRAIN_SPM=(--train-from "$TRAIN" --vocab-size "$VOCAB")
 fi
-echo "prepare_data: fairseq-preprocess -> $DEST/$NAME"
+echo "prepare_data: encoding $TRAIN and $VALID"
+python "$ROOT/scripts/spm_encode.py" --model "$TMP/bin/spm.model" ${TRAIN_SPM[@]+"${TRAIN_SPM[@]}"} \
+  --inputs "$TRAIN" "$VALID" --outputs "$TMP/train.bpe" "$TMP/valid.bpe"
+
+echo "prepare_data: fairseq-preprocess --only-source"
+# the dictionary is built from the training pieces (--thresholdsrc 0: keep every piece), or given
+if [ -n "$SRCDICT" ]; then DICT=(--srcdict "$SRCDICT"); else DICT=(--thresholdsrc 0); fi
 fairseq-preprocess --only-source --trainpref "$TMP/train.bpe" --validpref "$TMP/valid.bpe" \
-  --destdir "$TMP/bin" --workers "$WORKERS" ${SRCDICT:+--srcdict "$SRCDICT"} \
+  --destdir "$TMP/bin" --workers "$WORKERS" "${DICT[@]}" \
   > "$TMP/preprocess.log" 2>&1 || { tail -5 "$TMP/preprocess.log" >&2; die "fairseq-preprocess failed"; }
-grep -E "tokens" "$TMP/preprocess.log" | sed 's/.*\] /prepare_data: /' || true
-cp "$TMP/spm.model" "$TMP/bin/spm.model"
-mkdir -p "$DEST"
+grep -E "\[None\] .*tokens" "$TMP/preprocess.log" | sed "s#.*\] $TMP/#prepare_data:   #" || true
+# a text piece spelled like the task's symbols would silently become them
+if grep -qE '^\[(MASK|P)\] ' "$TMP/bin/dict.txt"; then die "dict.txt already holds [MASK] or [P]"; fi
+
 rm -rf "${DEST:?}/$NAME"
-mv "$TMP/bin" "$DEST/$NAME"  # only a finished directory appears
-echo "prepare_data: wrote $DEST/$NAME"
+mv "$TMP/bin" "$DEST/$NAME"
+echo "prepare_data: wrote $DEST/$NAME ($(wc -l < "$DEST/$NAME/dict.txt") dictionary entries)"

@@ -1,31 +1,51 @@
 #!/usr/bin/env bash
-# Idempotent set-up of .venv with the pinned stack; sourced by demo.sh and test.sh.
-# ve-fairseq goes in with --no-deps: it declares torchaudio, which would pull a CUDA torch.
+# Idempotent set-up of .venv (repo root) with the pinned stack of requirements.txt.
+# Run it, or `source` it to also get the venv activated (test.sh and demo.sh do).
+# Installs only when the stamp (a hash of the requirement lines + setup.py) is stale, so
+# an edit to either triggers a reinstall and an unchanged checkout costs nothing.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
+REQ="$ROOT/requirements.txt"
 STAMP="$VENV/.pmlm-installed"
-want=$(cat "$ROOT/requirements.txt" "$ROOT/setup.py" | sha1sum | cut -d' ' -f1)
+TORCH=$(grep -E '^torch==' "$REQ")
+FAIRSEQ=$(grep -E '^ve-fairseq==' "$REQ")
+want=$( (grep -vE '^\s*(#|$)' "$REQ"; cat "$ROOT/setup.py") | sha1sum | cut -d' ' -f1)
+
 if [ ! -x "$VENV/bin/python" ]; then
-  echo "setup: creating $VENV"
+  echo "setup_env: creating $VENV"
   python3 -m venv "$VENV"
 fi
 # shellcheck disable=SC1091
 source "$VENV/bin/activate"
-# pip warns that ve-fairseq's torchaudio is missing: that is intended, hide the noise
-pipq() { pip install -q "$@" 2> >(grep -vE "torchaudio|dependency (resolver|conflicts)|WARNING: Location" >&2); }
-if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
-  echo "setup: installing the pinned requirements (about 2 minutes the first time)"
-  pipq --upgrade pip
-  pipq "$(grep '^torch==' "$ROOT/requirements.txt")"
-  pipq --no-deps "$(grep '^ve-fairseq==' "$ROOT/requirements.txt")"
-  grep -vE '^(#|torch==|ve-fairseq==|$)' "$ROOT/requirements.txt" > "$VENV/.rest.txt"
-  # the constraint keeps any dependency from swapping torch for another build
-  echo "$(grep '^torch==' "$ROOT/requirements.txt")" > "$VENV/.constraints.txt"
-  pipq -r "$VENV/.rest.txt" -c "$VENV/.constraints.txt"
-  pipq --no-deps -e "$ROOT" 2>/dev/null
-  python -c "import torch, fairseq, fairseq_pmlm; assert torch.__version__.startswith('2.13.0'), torch.__version__" \
-    || { echo "setup: error: the installed stack does not import (see above)" >&2; exit 1; }
+# quiet pip, errors still shown; this machine's pip config names file:// indexes that pip
+# warns about for every package it looks up: drop that noise only
+pipq() { pip install -q "$@" 2>&1 | { grep -vE "^WARNING: Location 'file:" || true; }; }
+
+# the stamp alone would miss a torch swapped by hand later, so check its version too (no import: fast)
+have_torch=$(python -c "import importlib.metadata as m; print(m.version('torch'))" 2>/dev/null || true)
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ] || [ "${have_torch%%+*}" != "${TORCH#torch==}" ]; then
+  echo "setup_env: installing the pinned stack into .venv (1-2 minutes the first time)"
+  rm -f "$STAMP"
+  # everything but ve-fairseq in one resolve; the constraint keeps any dependency from
+  # bringing another torch build (a CPU torch 2.13.0 is what this machine serves)
+  grep -vE '^\s*(#|$)|^ve-fairseq==' "$REQ" > "$VENV/.pmlm-requirements.txt"
+  echo "$TORCH" > "$VENV/.pmlm-constraints.txt"
+  echo "setup_env:   torch + requirements"
+  pipq -r "$VENV/.pmlm-requirements.txt" -c "$VENV/.pmlm-constraints.txt"
+  # --no-deps: ve-fairseq declares torchaudio, which would pull a CUDA torch
+  echo "setup_env:   $FAIRSEQ (--no-deps)"
+  pipq --no-deps "$FAIRSEQ"
+  echo "setup_env:   fairseq-pmlm (editable)"
+  # newer setuptools print a multi-line notice about editable installs: keep it for failures only
+  pipq --no-deps -e "$ROOT" > "$VENV/.pmlm-editable.log" || { cat "$VENV/.pmlm-editable.log" >&2; exit 1; }
+  # the import prints fairseq's tensorboardX notice: show its output only when the check fails
+  if ! out=$(python -c "import torch, fairseq; assert torch.__version__.startswith('${TORCH#torch==}'), \
+      'torch ' + torch.__version__ + ' is installed, not ${TORCH#torch==}'" 2>&1); then
+    echo "$out" | tail -3 >&2
+    echo "setup_env: error: .venv must import torch ${TORCH#torch==} and fairseq (see above)" >&2
+    exit 1
+  fi
   echo "$want" > "$STAMP"
-  echo "setup: done"
+  echo "setup_env: done"
 fi

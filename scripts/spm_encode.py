@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Train a sentencepiece model (optional) and encode text files, keeping blank lines
-(the document boundaries) blank.
+"""Train a sentencepiece BPE model (optional), then encode text files into space-separated
+pieces, one output line per input line: blank lines (document boundaries) stay blank.
 
     python scripts/spm_encode.py --model M.model [--train-from T.txt --vocab-size 8000] \
         --inputs a.txt b.txt --outputs a.bpe b.bpe
@@ -20,12 +20,15 @@ def main():
     p.add_argument("--outputs", nargs="+", required=True)
     a = p.parse_args()
     if len(a.inputs) != len(a.outputs):
-        raise SystemExit("error: --inputs and --outputs differ in length")
+        p.error("--inputs and --outputs differ in length")
     if a.train_from:
+        if not a.model.endswith(".model"):
+            p.error("--model must end in .model")
         spm.SentencePieceTrainer.train(
             input=a.train_from, model_prefix=a.model[: -len(".model")], vocab_size=a.vocab_size,
-            model_type="bpe", character_coverage=1.0, input_sentence_size=2_000_000,
-            shuffle_input_sentence=True, minloglevel=2,
+            model_type="bpe", character_coverage=1.0,
+            input_sentence_size=2_000_000, shuffle_input_sentence=True,  # cap memory on big corpora
+            minloglevel=2,
         )
     sp = spm.SentencePieceProcessor(model_file=a.model)
     for src, dst in zip(a.inputs, a.outputs):

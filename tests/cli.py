@@ -1,64 +1,178 @@
-"""Running the real fairseq command lines on tiny corpora, for the end-to-end tests."""
+"""Running the real fairseq command lines on tiny corpora, for test_train_e2e.py and
+test_bad_input.py (shared here, not in conftest.py, so the two files own their fixtures).
+
+Speed (a 2-core machine): a fairseq-train process spends ~4 s importing and then trains the
+tiny model in milliseconds per update, so every command runs with one intra-op thread (much
+faster than two for tensors this small) and independent commands run two at a time in a
+small thread pool (``submit``).
+"""
 import json
+import logging
 import os
+import re
+import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 USER_DIR = os.path.join(REPO, "fairseq_pmlm")
-BIN = os.path.dirname(sys.executable)
+BIN = os.path.dirname(sys.executable)  # the console scripts of this environment
+ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+
+_POOL = ThreadPoolExecutor(max_workers=2)
+_SHARED = {}  # session-wide cache of preprocessed corpora, shared by both test files
 
 
-def run(cmd, *args, check=True, env=None):
-    """Run a fairseq console script of this environment; returns the CompletedProcess."""
+def run(cmd, *args, check=True):
+    """Run a fairseq console script; returns the CompletedProcess (fairseq logs to stdout,
+    tracebacks go to stderr)."""
+    exe = os.path.join(BIN, cmd)
     proc = subprocess.run(
-        [os.path.join(BIN, cmd), *map(str, args)], capture_output=True, text=True,
-        env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})},
+        [exe if os.path.exists(exe) else shutil.which(cmd) or cmd, *map(str, args)], capture_output=True, text=True,
+        env={**os.environ, **ENV}, cwd=REPO, timeout=300,
     )
     if check and proc.returncode != 0:
-        raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
     return proc
 
 
+def submit(fn, *args, **kwargs):
+    """Run ``fn`` (e.g. ``train``) in the two-worker pool; returns a Future. A pool job must
+    not wait on another pool job (two workers could deadlock): chain inside one function."""
+    return _POOL.submit(fn, *args, **kwargs)
+
+
 def write_corpus(path, documents):
-    """documents: list of lists of sentences -> one sentence a line, blank line between."""
+    """documents: list of lists of sentences -> one sentence a line, a blank line between."""
     with open(path, "w") as f:
         for doc in documents:
             f.write("\n".join(doc) + "\n\n")
 
 
-def preprocess(tmp, documents, name="bin", srcdict=None):
-    write_corpus(tmp / "train.txt", documents)
-    write_corpus(tmp / "valid.txt", documents[:4])
-    args = ["--only-source", "--trainpref", tmp / "train.txt", "--validpref", tmp / "valid.txt",
-            "--destdir", tmp / name, "--workers", "1"]
-    if srcdict:
-        args += ["--srcdict", srcdict]
-    run("fairseq-preprocess", *args)
-    return tmp / name
+def binarize(train_txt, valid_txt, destdir, srcdict=None, in_process=False):
+    """fairseq-preprocess --only-source of two text files, as a subprocess (the real CLI) or
+    in-process (fast, the same code)."""
+    args = ["--only-source", "--trainpref", train_txt, "--validpref", valid_txt,
+            "--destdir", destdir, "--workers", "1"] + (["--srcdict", srcdict] if srcdict else [])
+    if not in_process:
+        run("fairseq-preprocess", *args)
+        return destdir
+    from fairseq import options
+    from fairseq_cli import preprocess as fairseq_preprocess
+
+    log = logging.getLogger("fairseq_cli.preprocess")
+    before = list(log.handlers)
+    try:  # it adds a FileHandler per call: close it again
+        fairseq_preprocess.main(options.get_preprocessing_parser().parse_args(list(map(str, args))))
+    finally:
+        for h in log.handlers[len(before):]:
+            log.removeHandler(h)
+            h.close()
+    return destdir
 
 
-def train(data, save_dir, *extra, check=True, arch="unilmv2_tiny"):
-    args = [data, "--user-dir", USER_DIR, "--task", "pseudo_masked_lm", "--arch", arch,
+def preprocess(tmp, documents, name="bin", srcdict=None, valid=None, in_process=False):
+    """Write ``documents`` (and as valid split ``valid``, else the first four documents) to
+    text files in ``tmp`` and binarize them into ``tmp / name``."""
+    write_corpus(tmp / f"{name}.train.txt", documents)
+    write_corpus(tmp / f"{name}.valid.txt", valid if valid is not None else documents[:4])
+    return binarize(tmp / f"{name}.train.txt", tmp / f"{name}.valid.txt", tmp / name, srcdict, in_process)
+
+
+def shared_corpus(tmp_path_factory, name="memorisable"):
+    """The session's binarized memorisable corpus (real fairseq-preprocess, run once)."""
+    if name not in _SHARED:
+        _SHARED[name] = preprocess(tmp_path_factory.mktemp(name), memorisable_documents())
+    return _SHARED[name]
+
+
+def train_args(data, save_dir, *extra, arch="unilmv2_tiny"):
+    """fairseq-train arguments with this plugin; 16 examples a batch, so the 64-document
+    memorisable corpus is 4 updates an epoch."""
+    return [data, "--user-dir", USER_DIR, "--task", "pseudo_masked_lm", "--arch", arch,
             "--criterion", "pmlm", "--optimizer", "adam", "--lr", "2e-3", "--batch-size", "16",
             "--tokens-per-sample", "64", "--save-dir", save_dir, "--log-format", "json",
             "--num-workers", "0", "--seed", "3", "--cpu",
-            "--required-batch-size-multiple", "1", *extra]  # tiny valid sets: see README
-    return run("fairseq-train", *args, check=check)
+            "--required-batch-size-multiple", "1", *extra]
 
 
-def records(stderr_and_stdout, tag="train_inner"):
-    """fairseq's json log records of one kind."""
+def train(data, save_dir, *extra, check=True, arch="unilmv2_tiny"):
+    """The fairseq-train console script, in its own process."""
+    return run("fairseq-train", *train_args(data, save_dir, *extra, arch=arch), check=check)
+
+
+_DRIVER = """
+import json, sys, traceback
+from fairseq_cli.train import cli_main
+for argv in json.loads(sys.argv[1]):
+    print("@@@ run", flush=True)
+    sys.argv = ["fairseq-train", *argv]
+    try:
+        cli_main()
+        rc = 0
+    except SystemExit as e:
+        rc = e.code if isinstance(e.code, int) else 1
+    except BaseException:
+        traceback.print_exc(file=sys.stdout)
+        rc = 1
+    print(f"@@@ rc {rc}", flush=True)
+"""
+
+
+def train_many(runs):
+    """Several short fairseq-train runs, one after the other in ONE process (fairseq_cli.train's
+    cli_main, the console script's function, called with each argv): saves the ~4 s import
+    per run. ``runs``: list of (data, save_dir, *extra). Returns one result per run with
+    ``stdout`` (its share of the log), ``stderr`` (the whole process's) and ``returncode``."""
+    argvs = [[str(a) for a in train_args(*r)] for r in runs]
+    proc = subprocess.run([sys.executable, "-c", _DRIVER, json.dumps(argvs)], capture_output=True,
+                          text=True, env={**os.environ, **ENV}, cwd=REPO, timeout=300)
+    chunks = proc.stdout.split("@@@ run\n")[1:]
+    assert len(chunks) == len(runs), proc.stdout[-3000:] + proc.stderr[-3000:]
     out = []
-    for line in stderr_and_stdout.splitlines():
-        marker = f"| {tag} | "
-        if marker in line:
-            out.append(json.loads(line.split(marker, 1)[1]))
+    for chunk in chunks:
+        rc = re.search(r"@@@ rc (-?\d+)", chunk)
+        out.append(SimpleNamespace(stdout=chunk, stderr=proc.stderr, returncode=int(rc.group(1)) if rc else None))
     return out
 
 
+def records(proc, tag="train_inner"):
+    """fairseq's json log records of one kind (train_inner, train, valid), in order."""
+    marker = f"| {tag} | "
+    return [json.loads(line.split(marker, 1)[1])
+            for line in (proc.stdout + proc.stderr).splitlines() if marker in line]
+
+
+def checkpoints(save_dir):
+    """Checkpoint files in ``save_dir`` (none if it does not exist)."""
+    if not os.path.isdir(save_dir):
+        return []
+    return sorted(f for f in os.listdir(save_dir) if f.endswith(".pt") or ".pt." in f or f.endswith(".tmp"))
+
+
+def assert_fails_with(proc, *needles, tail_lines=30):
+    """The process exited non-zero and one line among the last ``tail_lines`` of stderr
+    (after fairseq's traceback) carries all of ``needles``."""
+    assert proc.returncode != 0, f"expected a failure, got rc=0:\n{proc.stdout[-2000:]}"
+    tail = proc.stderr.strip().splitlines()[-tail_lines:]
+    hits = [line for line in tail if all(n in line for n in needles)]
+    assert hits, f"no stderr line of the last {tail_lines} has {needles!r}:\n" + "\n".join(tail)
+    return hits[0]
+
+
+def log_line(proc, pattern):
+    """The first log line matching the regular expression ``pattern``."""
+    for line in (proc.stdout + proc.stderr).splitlines():
+        if re.search(pattern, line):
+            return line
+    raise AssertionError(f"no log line matches {pattern!r}:\n{proc.stdout[-3000:]}")
+
+
 def memorisable_documents():
-    """A handful of fixed documents, repeated: learnable to near-perfect recall."""
+    """A handful of fixed documents of a 46-word vocabulary, repeated 16 times: a tiny
+    model can learn to recall every masked token almost perfectly."""
     docs = [
         ["the quick brown fox jumps over the lazy dog .", "a stitch in time saves nine ."],
         ["all that glitters is not gold .", "fortune favours the bold and the brave ."],

@@ -1,59 +1,198 @@
-"""Bad input: a clear error naming the file or flag, and no checkpoint written."""
+"""Bad input to `fairseq-train --task pseudo_masked_lm`: a clear one-line error that names the
+file or flag, a non-zero exit, and no checkpoint file left behind; and the two cases that are
+not errors (too-short documents are skipped, too-long sentences are split) said in the log.
+
+The command-line runs are independent, so the module fixture ``runs`` starts them all at once
+in cli.py's two-worker pool; the in-process tests check the same things directly and fast.
+"""
+import logging
+import re
+
+import numpy as np
 import pytest
 
-from cli import memorisable_documents, preprocess, records, run, train, write_corpus
+from fairseq_pmlm.data.pmlm_dataset import pack_documents
+from fairseq_pmlm.modules.attention_rule import CONTEXT
+from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
+from fairseq_pmlm.tasks.pseudo_masked_lm import PseudoMaskedLMConfig, PseudoMaskedLMTask
+from cli import (assert_fails_with, binarize, checkpoints, log_line, memorisable_documents,
+                 preprocess, records, shared_corpus, submit, train)
+
+VALID = [["a valid document .", "of two sentences ."]]
+LONG = " ".join(f"t{i % 30}" for i in range(150))  # 150 tokens > 61 = 64 - 3 specials
+SHORT_AND_LONG = [
+    ["one"],                                  # 1 token: skipped
+    ["alpha beta gamma .", "delta epsilon ."],
+    ["two"],                                  # 1 token: skipped
+    ["start of a long one .", LONG],          # 6 tokens, then LONG split into 61 + 61 + 28
+    ["x y"],                                  # 2 tokens: kept
+    ["the end .", "really ."],
+]
+LONG_LINE = 8  # its line in the text file: documents of 1, 2, 1 lines (+ blank lines), "start ..."
 
 
-def failed_with(proc, message, save_dir):
-    assert proc.returncode != 0
-    assert message in proc.stderr, proc.stderr[-2000:]
-    assert not list(save_dir.glob("*.pt")) if save_dir.exists() else True
+def write(path, text):
+    path.write_text(text)
+    return path
+
+
+def corpus_of(tmp, name, train_text, srcdict=None):
+    """Binarize a raw train text (in-process) with a small valid split."""
+    train_txt = write(tmp / f"{name}.train.txt", train_text)
+    valid_txt = write(tmp / f"{name}.valid.txt", "a valid document .\nof two sentences .\n\n")
+    return binarize(train_txt, valid_txt, tmp / name, srcdict=srcdict, in_process=True)
+
+
+def other_dictionaries(data, tmp):
+    """Dictionaries for the same text as ``data``: the same symbols in another order (same
+    size, so every tensor shape matches), and with 8 more symbols (other size)."""
+    lines = (data / "dict.txt").read_text().splitlines()
+    same_size = write(tmp / "same_size.dict.txt", "\n".join(reversed(lines)) + "\n")
+    other_size = write(tmp / "other_size.dict.txt", "\n".join(lines + [f"extra{i} 1" for i in range(8)]) + "\n")
+    return same_size, other_size
+
+
+def train_then_restore(data, other, root):
+    """Train 2 updates on ``data``, then --restore-file that checkpoint on each of ``other``."""
+    first = train(data, root / "first", "--max-update", "2", "--no-epoch-checkpoints")
+    ckpt = root / "first" / "checkpoint_last.pt"
+    return first, ckpt, {name: train(d, root / f"restore_{name}", "--max-update", "4", "--restore-file",
+                                     ckpt, check=False) for name, d in other.items()}
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    return preprocess(tmp_path_factory.mktemp("corpus"), memorisable_documents())
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bad_input")
+    data = shared_corpus(tmp_path_factory)
+    same_size, other_size = other_dictionaries(data, tmp)
+    docs = memorisable_documents()
+    c = {"tmp": tmp, "data": data}
+    c["blank"] = corpus_of(tmp, "blank", "\n\n\n\n")
+    c["zero"] = corpus_of(tmp, "zero", "")
+    c["same_size"] = preprocess(tmp, docs, "same_size", srcdict=same_size, in_process=True)
+    c["other_size"] = preprocess(tmp, docs, "other_size", srcdict=other_size, in_process=True)
+    c["short_long"] = preprocess(tmp, SHORT_AND_LONG, "short_long", valid=VALID, in_process=True)
+    jobs = {  # the longest chain first
+        "dict": submit(train_then_restore, data, {k: c[k] for k in ("same_size", "other_size")}, tmp),
+        "missing": submit(train, tmp / "no_such_dir", tmp / "ckpt_missing", "--max-update", "2", check=False),
+        "blank": submit(train, c["blank"], tmp / "ckpt_blank", "--max-update", "2", check=False),
+        "zero": submit(train, c["zero"], tmp / "ckpt_zero", "--max-update", "2", check=False),
+        "positions": submit(train, data, tmp / "ckpt_positions", "--max-update", "2",
+                            "--tokens-per-sample", "1024", check=False),
+        "short_long": submit(train, c["short_long"], tmp / "ckpt_short_long", "--max-update", "2",
+                             "--log-interval", "1", "--no-save"),
+    }
+    c.update({f"{k}_job": v for k, v in jobs.items()})
+    return c
 
 
-def test_missing_data_directory_is_named(tmp_path):
-    proc = train(tmp_path / "nowhere", tmp_path / "ckpt", "--max-update", "1", check=False)
-    failed_with(proc, f"data directory not found: '{tmp_path / 'nowhere'}'", tmp_path / "ckpt")
+# ---- command line ----------------------------------------------------------------------
+
+def test_missing_data_directory(runs):
+    proc = runs["missing_job"].result()
+    assert_fails_with(proc, "data directory not found", str(runs["tmp"] / "no_such_dir"))
+    assert checkpoints(runs["tmp"] / "ckpt_missing") == []
 
 
-def test_empty_corpus_is_refused(tmp_path):
-    (tmp_path / "blank.txt").write_text("\n\n\n")
-    (tmp_path / "ok.txt").write_text("some valid text here .\n")
-    run("fairseq-preprocess", "--only-source", "--trainpref", tmp_path / "blank.txt",
-        "--validpref", tmp_path / "ok.txt", "--destdir", tmp_path / "bin", "--workers", "1")
-    proc = train(tmp_path / "bin", tmp_path / "ckpt", "--max-update", "1", check=False)
-    failed_with(proc, "no usable document", tmp_path / "ckpt")
+@pytest.mark.parametrize("corpus", ["blank", "zero"])
+def test_empty_corpus_names_the_binarized_file(corpus, runs):
+    """blank: a train text of blank lines only (documents of no token); zero: an empty train
+    text (a binarized dataset of no item, a 0-byte train.bin)."""
+    proc = runs[f"{corpus}_job"].result()
+    assert_fails_with(proc, str(runs[corpus] / "train"))
+    assert checkpoints(runs["tmp"] / f"ckpt_{corpus}") == []
 
 
-def test_tokens_per_sample_beyond_positions_names_both_flags(data, tmp_path):
-    proc = train(data, tmp_path / "ckpt", "--tokens-per-sample", "1024", check=False)
-    failed_with(proc, "--tokens-per-sample 1024 exceeds the model's --max-positions 512", tmp_path / "ckpt")
+def test_tokens_per_sample_over_the_models_positions(runs):
+    proc = runs["positions_job"].result()
+    assert_fails_with(proc, "--tokens-per-sample 1024", "512")
+    assert checkpoints(runs["tmp"] / "ckpt_positions") == []
 
 
-@pytest.mark.parametrize("same_size", [True, False])
-def test_checkpoint_with_another_dictionary_is_refused(same_size, data, tmp_path):
-    train(data, tmp_path / "a", "--max-update", "2", "--no-epoch-checkpoints")
-    docs = [[s.upper() for s in d] for d in memorisable_documents()]
-    if not same_size:  # dictionaries are padded to a multiple of 8: add more than 8 words
-        docs.append([" ".join(f"extra{i}" for i in range(20))])
-    other = preprocess(tmp_path, docs, name="other")
-    n_a = len((data / "dict.txt").read_text().splitlines())
-    n_b = len((other / "dict.txt").read_text().splitlines())
-    assert (n_a == n_b) == same_size
-    proc = train(other, tmp_path / "b", "--max-update", "4", "--restore-file",
-                 tmp_path / "a" / "checkpoint_last.pt", check=False)
-    failed_with(proc, "checkpoint was trained with a different dictionary", tmp_path / "b")
+@pytest.mark.parametrize("other", ["same_size", "other_size"])
+def test_restoring_a_checkpoint_with_another_dictionary(other, runs):
+    first, ckpt, restored = runs["dict_job"].result()
+    assert ckpt.is_file() and records(first, "train")  # control: the first run trained and saved
+    proc = restored[other]
+    line = assert_fails_with(proc, "dictionary")
+    assert "different dictionary" in line and "--srcdict" in line, line
+    assert str(ckpt) in proc.stderr  # and fairseq's own last line names the checkpoint
+    assert checkpoints(runs["tmp"] / f"restore_{other}") == []
 
 
-def test_short_documents_are_skipped_and_long_sentences_split_with_a_log_line(tmp_path):
-    docs = memorisable_documents()[:12] + [["lonely"], [" ".join(["word"] * 150)]]
-    data = preprocess(tmp_path, docs)
-    proc = train(data, tmp_path / "ckpt", "--max-update", "1", "--no-save", "--log-interval", "1")
-    out = proc.stdout + proc.stderr
-    assert "skipped 1 documents of fewer than 2 tokens" in out
-    assert "split 1 sentences longer than 61 tokens" in out
-    assert len(records(out)) == 1
+def test_short_documents_are_skipped_and_long_sentences_split_said_in_the_log(runs):
+    proc = runs["short_long_job"].result()  # trains (check=True)
+    line = log_line(proc, r"\| train: ")
+    assert re.search(r"train: \d+ examples from 6 documents; skipped 2 documents of fewer than 2 "
+                     r"tokens; split 1 sentences longer than 61 tokens", line), line
+    assert "skipped 0 documents" in log_line(proc, r"\| valid: ")
+    assert len(records(proc)) == 2  # and it trains on what is left
+
+
+# ---- in-process: the same checks, without a fairseq-train process ----------------------
+
+def setup_task(data, **overrides):
+    return PseudoMaskedLMTask.setup_task(PseudoMaskedLMConfig(data=str(data), seed=1, **overrides))
+
+
+def test_in_process_missing_data_directory(tmp_path):
+    with pytest.raises(FileNotFoundError, match="data directory not found"):
+        setup_task(tmp_path / "nope")
+
+
+@pytest.mark.parametrize("text", ["\n\n\n\n", ""])
+def test_in_process_empty_corpus_names_the_file(text, tmp_path):
+    data = corpus_of(tmp_path, "empty", text)
+    task = setup_task(data, tokens_per_sample=64)
+    task.load_dataset("valid")  # the valid split is fine
+    with pytest.raises(Exception) as err:
+        task.load_dataset("train")
+    assert str(data / "train") in str(err.value), repr(err.value)
+
+
+def test_in_process_tokens_per_sample_over_positions(runs):
+    task = setup_task(runs["data"], tokens_per_sample=1024)
+    with pytest.raises(ValueError, match="--tokens-per-sample 1024 exceeds the model's --max-positions 512"):
+        UniLMv2Model.build_model(UniLMv2Config(), task)
+    assert UniLMv2Model.build_model(UniLMv2Config(max_positions=1024), task) is not None
+
+
+def test_in_process_checkpoint_weights_refuse_another_dictionary(runs):
+    cfg = UniLMv2Config(encoder_layers=1, encoder_embed_dim=16, encoder_ffn_embed_dim=32, encoder_attention_heads=2)
+    a = UniLMv2Model(cfg, setup_task(runs["data"]).dictionary)
+    again = UniLMv2Model(cfg, setup_task(runs["data"]).dictionary)
+    again.load_state_dict(a.state_dict())  # control: the same dictionary loads
+    for other in ("same_size", "other_size"):
+        b = UniLMv2Model(cfg, setup_task(runs[other]).dictionary)
+        assert (len(b.transformer.embed_tokens.weight) == len(a.transformer.embed_tokens.weight)) == (other == "same_size")
+        with pytest.raises(ValueError, match="different dictionary"):
+            b.load_state_dict(a.state_dict())
+
+
+def test_in_process_skip_and_split_counts_and_no_token_of_a_long_sentence_lost(runs, caplog):
+    task = setup_task(runs["short_long"], tokens_per_sample=64)
+    with caplog.at_level(logging.INFO, logger="fairseq_pmlm"):
+        task.load_dataset("train")
+    assert "from 6 documents; skipped 2 documents of fewer than 2 tokens; split 1 sentences longer than 61 tokens" in caplog.text
+    ds = task.datasets["train"]
+    assert ds.sizes.max() <= 64
+    for i in range(len(ds)):  # every context fits: [SOS] S1 [EOS] S2 [EOS] <= 64 tokens
+        assert 5 <= int((ds[i]["kinds"] == CONTEXT).sum()) == ds.sizes[i] <= 64
+    # the long sentence is cut into pieces that together are the sentence, in order
+    rows = ds.pieces[ds.pieces[:, 0] == LONG_LINE]
+    assert [e - s for _, s, e in rows] == [61, 61, 28]
+    whole = ds.lines[LONG_LINE][:-1].numpy()
+    assert len(whole) == 150
+    np.testing.assert_array_equal(np.concatenate([ds.lines[LONG_LINE][s:e].numpy() for _, s, e in rows]), whole)
+    # 4 usable documents, the long one packed as [start] | [piece 1] | [piece 2] | [piece 3]
+    # (a piece joins a chunk only while it stays <= 61 tokens): 1 + 4 + 1 + 1 examples
+    assert len(ds) == 7
+
+
+def test_pack_documents_counts_on_sizes():
+    # sizes include each line's EOS; a blank line (size 1) ends a document
+    sizes = [2, 1, 4, 3, 1, 2, 1, 70, 1]  # docs: [1 tok], [3, 2 toks], [1 tok], [69 toks]
+    pieces, offsets, stats = pack_documents(sizes, max_tokens=61)
+    assert stats == {"documents": 4, "short_documents": 2, "long_sentences": 1}
+    chunks = [pieces[offsets[i]:offsets[i + 1]].tolist() for i in range(len(offsets) - 1)]
+    assert chunks == [[[2, 0, 3], [3, 0, 2]], [[7, 0, 61]], [[7, 61, 69]]]

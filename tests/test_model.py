@@ -1,72 +1,221 @@
-"""The fast attention path against the reference, the relative buckets, the LM head."""
+"""The model (PMLM-SPEC section 1): the fused attention path against the explicit one, a
+from-the-spec forward pass, the T5 relative-position buckets, the tied LM head and the
+projection of the loss positions only."""
+import math
+
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
-from conftest import logits, make_dataset, random_documents, tiny_transformer
+from helpers import collate, example, hidden, random_context, tiny_transformer
+from fairseq_pmlm.modules.attention_rule import PAD, attention_allowed
 from fairseq_pmlm.modules.relative_position import relative_position_bucket
 
-
-@pytest.mark.parametrize("rel_pos_buckets", [32, 0])
-def test_sdpa_split_plan_equals_reference_full_plan(rel_pos_buckets, dictionary, rng):
-    fast = tiny_transformer(len(dictionary), rel_pos_buckets, "sdpa")
-    ref = tiny_transformer(len(dictionary), rel_pos_buckets, "reference")
-    ds = make_dataset(random_documents(rng, dictionary, 30), dictionary, tokens_per_sample=64)
-    for start in range(0, 24, 8):
-        batch = ds.collater([ds[i] for i in range(start, start + 8)])
-        keep = batch["net_input"]["kinds"] > 0
-        a = logits(fast, batch)  # context block skipped (prefix_len)
-        b = logits(ref, batch, prefix_len=None)  # one dense masked block
-        assert torch.allclose(a[keep], b[keep], atol=1e-5)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def test_training_mode_gradients_agree_without_dropout(dictionary, rng):
-    """float64, so that fp32 rounding in cancelling sums cannot hide or fake a difference."""
-    fast = tiny_transformer(len(dictionary), impl="sdpa").train().double()
-    ref = tiny_transformer(len(dictionary), impl="reference").train().double()
+def random_batches(d, seed, n_batches=3, size=6, objective="ae+par"):
+    """Padded batches of examples of random lengths and mask ratios."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_batches):
+        samples = []
+        for _ in range(size):
+            ctx, seg, maskable = random_context(rng, d, int(rng.integers(2, 40)), int(rng.integers(2, 40)))
+            samples.append(example(int(rng.integers(1 << 30)), ctx, seg, maskable, d, objective,
+                                   mask_prob=float(rng.choice([0.15, 0.4]))))
+        out.append(collate(samples, d))
+    return out
+
+
+def pair(vocab, buckets):
+    """The same random weights behind the "sdpa" and the "reference" attention paths."""
+    fast = tiny_transformer(vocab, buckets, "sdpa", seed=3)
+    ref = tiny_transformer(vocab, buckets, "reference", seed=4)
+    ref.load_state_dict(fast.state_dict())
+    return fast, ref
+
+
+@pytest.mark.parametrize("buckets", [32, 0], ids=["relpos", "no-relpos"])
+def test_sdpa_and_reference_attention_give_the_same_hidden_states_on_padded_batches(buckets, dictionary):
+    fast, ref = pair(len(dictionary), buckets)
+    for objective, seed in (("ae+par", 1), ("ae", 2)):
+        for batch in random_batches(dictionary, seed, objective=objective):
+            ni = batch["net_input"]
+            real = ni["kinds"] != PAD
+            assert (~real).any()  # there is padding
+            want = hidden(ref, ni, prefix_len=None)  # explicit softmax, one dense masked block
+            for model, prefix in ((fast, "batch"), (fast, None), (ref, "batch")):
+                got = hidden(model, ni, prefix)
+                assert got.dtype == torch.float32
+                assert (got[real] - want[real]).abs().max() < 1e-5, (model.shape.attention_impl, prefix)
+
+
+def test_training_mode_gradients_of_both_attention_paths_agree_without_dropout(dictionary):
+    """float64, so that rounding cannot hide or fake a difference."""
+    fast, ref = pair(len(dictionary), 32)
     for m in (fast, ref):
+        m.train().double()
         for mod in m.modules():
             if isinstance(mod, torch.nn.Dropout):
                 mod.p = 0.0
         for layer in m.layers:
             layer.attn.dropout = 0.0
-    ds = make_dataset(random_documents(rng, dictionary, 10), dictionary, tokens_per_sample=64)
-    ni = ds.collater([ds[i] for i in range(4)])["net_input"]
+    ni = random_batches(dictionary, 5, n_batches=1, size=4)[0]["net_input"]
     args = (ni["src_tokens"], ni["positions"], ni["segments"], ni["kinds"], ni["steps"])
-    keep = (ni["kinds"] > 0).unsqueeze(-1).double()
-    w = torch.randn(*ni["kinds"].shape, 32, dtype=torch.float64)
+    keep = (ni["kinds"] != PAD).unsqueeze(-1).double()
+    w = torch.randn(*ni["kinds"].shape, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     (fast(*args, prefix_len=ni["prefix_len"]) * keep * w).sum().backward()
     (ref(*args) * keep * w).sum().backward()
-    for (n, p), q in zip(fast.named_parameters(), ref.parameters()):
+    n = 0
+    for (name, p), q in zip(fast.named_parameters(), ref.parameters()):
+        assert (p.grad is None) == (q.grad is None), name
         if p.grad is not None:
-            assert torch.allclose(p.grad, q.grad, atol=1e-9, rtol=1e-6), n
+            assert torch.allclose(p.grad, q.grad, atol=1e-9, rtol=1e-6), name
+            n += 1
+    assert n > 10
 
 
-def test_relative_buckets_hand_values_and_direction():
-    rel = torch.tensor([0, 1, -1, 7, -7, 8, 12, 200, -200, 127, -127])
-    got = relative_position_bucket(rel, 32, 128).tolist()
-    # 16 buckets per side: 0..7 exact, 8..15 log-spaced up to 128; right side +16
-    assert got[:5] == [0, 17, 1, 23, 7]
-    assert got[5] == 24 and got[7] == 31 and got[8] == 15 and got[9] == 31 and got[10] == 15
-    assert got[6] == 16 + 8 + int(np.log(12 / 8) / np.log(128 / 8) * 8)
-    d = torch.arange(0, 400)
-    right, left = relative_position_bucket(d, 32, 128), relative_position_bucket(-d, 32, 128)
-    assert (right[1:] >= 16).all() and (left <= 15).all()
+def t5_bucket(relative_position, num_buckets=32, max_distance=128):
+    """Mesh TensorFlow / T5's bidirectional bucket, transcribed: it takes n = -(key - query),
+    so "n < 0" (key to the right) selects the upper half."""
+    ret = 0
+    n = -relative_position
+    num_buckets //= 2
+    ret += (n < 0).long() * num_buckets
+    n = n.abs()
+    max_exact = num_buckets // 2
+    is_small = n < max_exact
+    val_if_large = max_exact + (
+        torch.log(n.float() / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+    ).long()
+    val_if_large = torch.min(val_if_large, torch.full_like(val_if_large, num_buckets - 1))
+    return ret + torch.where(is_small, n, val_if_large)
+
+
+def test_relative_bucket_hand_checked_values():
+    rel = torch.tensor([0, 1, -1, 7, -7, 8, -8, 10000, -10000, 128, -128, 127])
+    assert relative_position_bucket(rel, 32, 128).tolist() == [0, 17, 1, 23, 7, 24, 8, 31, 15, 31, 15, 31]
+
+
+def test_relative_bucket_equals_t5_on_every_distance_up_to_1000():
+    rel = torch.arange(-1000, 1001)
+    assert torch.equal(relative_position_bucket(rel, 32, 128), t5_bucket(rel, 32, 128))
+    assert torch.equal(relative_position_bucket(rel, 64, 256), t5_bucket(rel, 64, 256))
+
+
+def test_keys_to_the_right_land_in_the_upper_half_and_buckets_grow_with_distance_on_each_side():
+    d = torch.arange(0, 2000)
+    right = relative_position_bucket(d, 32, 128)  # key after the query
+    left = relative_position_bucket(-d, 32, 128)  # key before the query
+    assert right[0] == 0 and (right[1:] >= 16).all() and (right <= 31).all()
+    assert (left >= 0).all() and (left <= 15).all()
     assert (right.diff() >= 0).all() and (left.diff() >= 0).all()
+    assert set(right[1:].tolist()) == set(range(17, 32)) and set(left.tolist()) == set(range(0, 16))
+    assert (right[:8] == torch.arange(8) + 16 * (d[:8] > 0)).all() and (left[:8] == torch.arange(8)).all()
 
 
-def test_lm_head_is_tied_and_projects_only_loss_positions(dictionary, rng):
+def test_model_bias_is_the_shared_table_at_the_bucket_of_key_position_minus_query_position(dictionary):
+    model = tiny_transformer(len(dictionary), 32)
+    tables = [p for n, p in model.named_parameters() if "rel_pos" in n]
+    assert len(tables) == 1 and tables[0].shape == (4, 32)  # one table for all layers, [heads, buckets]
+    ni = random_batches(dictionary, 6, n_batches=1, size=3)[0]["net_input"]
+    desc = (ni["kinds"], ni["steps"], ni["positions"])
+    bias = model.attention_bias(desc, desc, torch.float32)
+    pos = ni["positions"]
+    allowed = attention_allowed(ni["kinds"], ni["steps"], ni["kinds"], ni["steps"])
+    for b in range(pos.size(0)):
+        rel = pos[b].unsqueeze(0) - pos[b].unsqueeze(1)  # [q, k] = pos[k] - pos[q]
+        want = tables[0][:, t5_bucket(rel)]  # [H, Tq, Tk]
+        ok = allowed[b]
+        assert torch.equal(bias[b][:, ok], want[:, ok])
+        assert torch.isneginf(bias[b][:, ~ok]).all()
+    assert tiny_transformer(len(dictionary), 0).rel_pos_bias is None  # the "-- rel pos" ablation
+
+
+def spec_forward(model, ni):
+    """PMLM-SPEC section 1 written out: (token + position + segment embedding) -> LayerNorm;
+    per layer, post-LN: x = LN(x + Attn(x)), x = LN(x + FFN(x)) with GELU, where every head's
+    scores are QK^T / sqrt(d) + rel_table[head, bucket(pos[key] - pos[query])], masked by the
+    rule."""
+    t, pos, seg = ni["src_tokens"], ni["positions"], ni["segments"]
+    x = model.embed_tokens.weight[t] + model.embed_positions.weight[pos] + model.embed_segments.weight[seg]
+    x = F.layer_norm(x, (x.size(-1),), model.embed_ln.weight, model.embed_ln.bias, model.embed_ln.eps)
+    H = model.shape.heads
+    allowed = attention_allowed(ni["kinds"], ni["steps"], ni["kinds"], ni["steps"]).unsqueeze(1)
+    rel = pos.unsqueeze(1) - pos.unsqueeze(2)
+    bias = model.rel_pos_bias.weight[:, t5_bucket(rel)].permute(1, 0, 2, 3) if model.rel_pos_bias is not None else 0.0
+    for layer in model.layers:
+        a = layer.attn
+        B, T, C = x.shape
+
+        def heads(lin):
+            return lin(x).view(B, T, H, C // H).permute(0, 2, 1, 3)
+
+        q, k, v = heads(a.query), heads(a.key), heads(a.value)
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(C // H) + bias
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        y = torch.einsum("bhqk,bhkd->bhqd", scores.softmax(-1), v).permute(0, 2, 1, 3).reshape(B, T, C)
+        x = layer.attn_ln(x + a.out(y))
+        x = layer.ffn_ln(x + layer.fc2(F.gelu(layer.fc1(x))))
+    return x
+
+
+@pytest.mark.parametrize("buckets", [32, 0], ids=["relpos", "no-relpos"])
+def test_forward_equals_the_spec_written_out(buckets, dictionary):
+    model = tiny_transformer(len(dictionary), buckets, seed=5)
+    with torch.no_grad():  # make the bias matter: the default init (std 0.02) is nearly flat
+        if model.rel_pos_bias is not None:
+            model.rel_pos_bias.weight.normal_(0, 1.0)
+    for batch in random_batches(dictionary, 7, n_batches=2):
+        ni = batch["net_input"]
+        real = ni["kinds"] != PAD
+        with torch.no_grad():
+            want = spec_forward(model, ni)
+        got = hidden(model, ni)
+        assert (got[real] - want[real]).abs().max() < 1e-5
+
+
+def test_relative_bias_changes_the_output(dictionary):
+    """Control for the test above: the bias table is not a no-op."""
+    model = tiny_transformer(len(dictionary), 32, seed=5)
+    ni = random_batches(dictionary, 7, n_batches=1)[0]["net_input"]
+    before = hidden(model, ni)
+    with torch.no_grad():
+        model.rel_pos_bias.weight.normal_(0, 1.0)
+    assert (hidden(model, ni) - before).abs().max() > 1e-3
+
+
+def test_lm_head_projection_is_the_token_embedding_itself(dictionary):
+    model = tiny_transformer(len(dictionary), seed=8)
+    head = model.lm_head
+    assert head.weight is model.embed_tokens.weight
+    assert sum(p is model.embed_tokens.weight for p in model.parameters()) == 1  # one parameter
+    x = torch.randn(5, 32, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        head.bias.normal_()
+        h = F.layer_norm(F.gelu(head.dense(x)), (32,), head.ln.weight, head.ln.bias, head.ln.eps)
+        assert torch.allclose(head(x), h @ model.embed_tokens.weight.T + head.bias, atol=1e-6)
+        model.embed_tokens.weight[7] += 1.0  # editing the embedding edits the output projection
+        assert torch.allclose(head(x)[:, 7], h @ model.embed_tokens.weight[7] + head.bias[7], atol=1e-6)
+
+
+def test_model_with_masked_tokens_projects_only_those_positions_and_equals_the_full_projection(dictionary):
     from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
 
+    torch.manual_seed(0)
     cfg = UniLMv2Config(encoder_layers=2, encoder_embed_dim=32, encoder_ffn_embed_dim=64, encoder_attention_heads=4)
     model = UniLMv2Model(cfg, dictionary).eval()
-    t = model.transformer
-    assert t.lm_head.weight is t.embed_tokens.weight
-    ds = make_dataset(random_documents(rng, dictionary, 10), dictionary, tokens_per_sample=64)
-    batch = ds.collater([ds[i] for i in range(4)])
+    assert model.transformer.lm_head.weight is model.transformer.embed_tokens.weight
+    batch = random_batches(dictionary, 9, n_batches=1, size=4)[0]
     mask = batch["target"].ne(dictionary.pad())
+    assert 0 < int(mask.sum()) < mask.numel()
     with torch.no_grad():
         some, _ = model(**batch["net_input"], masked_tokens=mask)
         full, _ = model(**batch["net_input"])
+        feats, _ = model(**batch["net_input"], features_only=True)
+    assert full.shape == (*mask.shape, len(dictionary)) and feats.shape == (*mask.shape, 32)
     assert some.shape == (int(mask.sum()), len(dictionary))
     assert torch.allclose(some, full[mask], atol=1e-6)
+    assert torch.allclose(full, model.transformer.lm_head(feats), atol=1e-6)

@@ -13,6 +13,9 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from fairseq.utils import safe_getattr
 
 from ..modules.transformer import TransformerShape, UniLMv2Transformer
+from .seq2seq_views import UniLMv2Decoder, UniLMv2Encoder
+
+from ..tasks.pseudo_masked_lm import PSEUDO_SYMBOL  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +73,12 @@ class UniLMv2Model(BaseFairseqModel):
         )
         # a checkpoint remembers its dictionary, so loading it with another one fails loudly
         self.register_buffer("dictionary_digest", dictionary_digest(dictionary))
+        pseudo_idx = dictionary.index(PSEUDO_SYMBOL)
+        if pseudo_idx == dictionary.unk():
+            raise ValueError(f"the dictionary has no {PSEUDO_SYMBOL} symbol (load it with the plugin's tasks)")
+        # encoder/decoder views for fairseq's generator and encoder-decoder criteria
+        self.encoder = UniLMv2Encoder(dictionary, self.transformer)
+        self.decoder = UniLMv2Decoder(dictionary, self.transformer, pseudo_idx)
 
     @classmethod
     def build_model(cls, cfg, task):
@@ -80,9 +89,14 @@ class UniLMv2Model(BaseFairseqModel):
             )
         return cls(cfg, task.source_dictionary)
 
-    def forward(self, src_tokens, positions, segments, kinds, steps, prefix_len=None, masked_tokens=None, features_only=False, **kwargs):
-        """Hidden states, or LM logits only where ``masked_tokens`` is True (the loss positions).
-        ``prefix_len``: see ``UniLMv2Transformer.attention_plan``."""
+    def forward(self, src_tokens, positions=None, segments=None, kinds=None, steps=None, prefix_len=None,
+                masked_tokens=None, features_only=False, prev_output_tokens=None, src_lengths=None, **kwargs):
+        """Pre-training batches (``kinds``/``steps`` given): hidden states, or LM logits only
+        where ``masked_tokens`` is True. Sequence-to-sequence batches (``prev_output_tokens``
+        given): the logits of the [P] tokens, one per target token, as fairseq's
+        encoder-decoder models return them. ``prefix_len``: see ``attention_plan``."""
+        if prev_output_tokens is not None:
+            return self.decoder(prev_output_tokens, self.encoder(src_tokens, src_lengths), features_only=features_only)
         x = self.transformer(src_tokens, positions, segments, kinds, steps, prefix_len=prefix_len)
         if features_only:
             return x, {}
@@ -93,6 +107,10 @@ class UniLMv2Model(BaseFairseqModel):
     def max_positions(self):
         return self.cfg.max_positions
 
+    def max_decoder_positions(self):
+        return self.cfg.max_positions
+
+
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         theirs = state_dict.get("dictionary_digest")
         if theirs is not None and not torch.equal(theirs.cpu(), self.dictionary_digest.cpu()):
@@ -102,6 +120,13 @@ class UniLMv2Model(BaseFairseqModel):
             )
             logger.error(msg)  # fairseq's trainer re-raises with a generic message; keep ours visible
             raise ValueError(msg)
+        key = "transformer.embed_positions.weight"
+        old, new_rows = state_dict.get(key), self.transformer.embed_positions.weight.size(0)
+        if old is not None and old.size(0) < new_rows:
+            # longer inputs than pre-training: copy the trained rows cyclically (as s2s-ft)
+            logger.info(f"extending the position table from {old.size(0)} to {new_rows} rows")
+            state_dict = dict(state_dict)
+            state_dict[key] = old.repeat((new_rows + old.size(0) - 1) // old.size(0), 1)[:new_rows]
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
 

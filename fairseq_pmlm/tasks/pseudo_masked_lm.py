@@ -18,15 +18,15 @@ MASK_SYMBOL, PSEUDO_SYMBOL = "[MASK]", "[P]"
 OBJECTIVES = ["ae+par", "ae", "par", "ar", "ae+ar"]
 
 
-def load_pmlm_dictionary(data):
-    """dict.txt of the first data directory, plus the [MASK] and [P] symbols."""
+def load_pmlm_dictionary(data, names=("dict.txt",)):
+    """The first data directory's dictionary (first of ``names`` found), plus [MASK] and [P]."""
     paths = utils.split_paths(data)
     if not paths or not os.path.isdir(paths[0]):
         raise FileNotFoundError(f"data directory not found: {data!r} (run scripts/prepare_data.sh)")
-    path = os.path.join(paths[0], "dict.txt")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"dictionary not found: {path}")
-    dictionary = Dictionary.load(path)
+    found = [os.path.join(paths[0], n) for n in names if os.path.isfile(os.path.join(paths[0], n))]
+    if not found:
+        raise FileNotFoundError(f"dictionary not found: {os.path.join(paths[0], names[0])}")
+    dictionary = Dictionary.load(found[0])
     dictionary.add_symbol(MASK_SYMBOL)
     dictionary.add_symbol(PSEUDO_SYMBOL)
     logger.info(f"dictionary: {len(dictionary)} types (with {MASK_SYMBOL} and {PSEUDO_SYMBOL})")
@@ -96,15 +96,22 @@ class PseudoMaskedLMTask(FairseqTask):
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         paths = utils.split_paths(self.cfg.data)
         split_path = os.path.join(paths[(epoch - 1) % len(paths)], split)
+        # fairseq's mmap reader fails on a 0-byte .bin with "cannot mmap an empty file"
+        if os.path.isfile(split_path + ".bin") and os.path.getsize(split_path + ".bin") == 0:
+            raise ValueError(f"dataset is empty: {split_path}.bin (the text had no tokens)")
         lines = data_utils.load_indexed_dataset(split_path, self.dictionary, combine=combine)
         if lines is None:
             raise FileNotFoundError(f"dataset not found: {split_path}.{{bin,idx}}")
         if len(lines) == 0:
             raise ValueError(f"dataset is empty: {split_path}")
-        self.datasets[split] = PseudoMaskedLMDataset(
-            lines, self.dictionary, self.cfg.tokens_per_sample, self.masking_config(),
-            str(self.cfg.objective), self.mask_idx, self.pseudo_idx, self.cfg.seed, split=split,
-        )
+        try:
+            dataset = PseudoMaskedLMDataset(
+                lines, self.dictionary, self.cfg.tokens_per_sample, self.masking_config(),
+                str(self.cfg.objective), self.mask_idx, self.pseudo_idx, self.cfg.seed, split=split,
+            )
+        except ValueError as e:  # name the file the user has to fix
+            raise ValueError(f"{split_path}: {e}") from None
+        self.datasets[split] = dataset
 
     @property
     def source_dictionary(self):

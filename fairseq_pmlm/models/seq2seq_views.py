@@ -1,0 +1,139 @@
+"""fairseq encoder/decoder views of one UniLMv2 Transformer (PMLM-SPEC section 3).
+
+They let fairseq's own SequenceGenerator (``fairseq-generate``, ``fairseq-interactive``)
+and encoder-decoder criteria drive the model. Layout, as in s2s-ft's pseudo-masking:
+source ``[SOS] SRC [EOS]`` (context, segment 0), then target token j (ORIGINAL, step j) and
+its ``[P]`` (PSEUDO, step j), both at position ``src_len + j - 1``, segment 1. The
+attention permissions come from ``modules/attention_rule.py`` like everywhere else.
+
+- encoder: the source alone, bidirectional; keeps every layer's keys/values.
+- decoder, teacher forcing: ``prev_output_tokens`` = [EOS, y_1 .. y_{T-1}]; y_1..y_{T-1} go
+  in as ORIGINAL tokens and T [P]s predict y_1..y_T. (y_T = EOS is never needed as input:
+  no later step could see it.)
+- decoder, incremental: step k feeds y_{k} (if k > 0) and a [P] at step k+1; the [P] is
+  used for the prediction and dropped from the cache.
+"""
+import torch
+from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
+
+from ..modules.attention_rule import CONTEXT, ORIGINAL, PAD, PSEUDO
+
+TARGET_SEGMENT = 1
+
+
+def _select(x, order):
+    return x.index_select(0, order)
+
+
+class UniLMv2Encoder(FairseqEncoder):
+    def __init__(self, dictionary, transformer):
+        super().__init__(dictionary)
+        object.__setattr__(self, "transformer", transformer)  # owned by the model, not registered twice
+        self.pad = dictionary.pad()
+
+    def forward(self, src_tokens, src_lengths=None, **kwargs):
+        real = src_tokens.ne(self.pad)
+        kinds = real.long() * CONTEXT
+        positions = (real.long().cumsum(1) - 1).clamp(min=0)  # left or right padding
+        zeros = torch.zeros_like(src_tokens)
+        h, kvs = self.transformer(src_tokens, positions, zeros, kinds, zeros, return_kv=True)
+        return {
+            "encoder_out": [h],
+            "kv": [t for kv in kvs for t in kv],  # flat [k0, v0, k1, v1, ...]
+            "desc": [kinds, zeros, positions],
+            "src_len": [real.sum(1)],
+        }
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        return {key: [_select(t, new_order) for t in value] for key, value in encoder_out.items()}
+
+    def max_positions(self):
+        return self.transformer.shape.max_positions
+
+
+class UniLMv2Decoder(FairseqIncrementalDecoder):
+    def __init__(self, dictionary, transformer, pseudo_idx):
+        super().__init__(dictionary)
+        object.__setattr__(self, "transformer", transformer)
+        self.pad = dictionary.pad()
+        self.pseudo_idx = pseudo_idx
+
+    def _positions(self, src_len, offsets):
+        pos = src_len.unsqueeze(1) + offsets
+        limit = self.transformer.shape.max_positions
+        if bool((pos >= limit).any()):
+            raise ValueError(
+                f"source + target need position {int(pos.max())} but the model has {limit} "
+                "(lower --max-len-b / --max-target-positions or --max-source-positions)"
+            )
+        return pos
+
+    def forward(self, prev_output_tokens, encoder_out, incremental_state=None, features_only=False, **kwargs):
+        if incremental_state is not None:
+            x = self._step(prev_output_tokens, encoder_out, incremental_state)
+        else:
+            x = self._teacher_forced(prev_output_tokens, encoder_out)
+        if features_only:
+            return x, {"attn": [None]}
+        return self.transformer.lm_head(x), {"attn": [None]}
+
+    def _teacher_forced(self, prev, encoder_out):
+        B, T = prev.shape
+        src_len = encoder_out["src_len"][0]
+        tgt = prev[:, 1:]
+        tgt_kinds = torch.where(tgt.ne(self.pad), ORIGINAL, PAD)
+        p_kinds = torch.where(prev.ne(self.pad), PSEUDO, PAD)  # a [P] per target to predict
+        steps = torch.arange(1, T + 1, device=prev.device).expand(B, T)
+        positions = self._positions(src_len, torch.arange(T, device=prev.device))
+        tokens = torch.cat([tgt, torch.full_like(prev, self.pseudo_idx)], 1)
+        kinds = torch.cat([tgt_kinds, p_kinds], 1)
+        h = self.transformer(
+            tokens, torch.cat([positions[:, :-1], positions], 1), torch.full_like(tokens, TARGET_SEGMENT),
+            kinds, torch.cat([steps[:, :-1], steps], 1), past=self._source_past(encoder_out),
+        )
+        return h[:, T - 1 :]
+
+    @staticmethod
+    def _source_past(encoder_out):
+        kv = encoder_out["kv"]
+        return [(kv[i], kv[i + 1]) for i in range(0, len(kv), 2)], tuple(encoder_out["desc"])
+
+    def _step(self, prev, encoder_out, incremental_state):
+        B, T = prev.shape
+        k = T - 1  # predicting target k+1 (1-based): its [P] has step k+1
+        cache = self.get_incremental_state(incremental_state, "cache")
+        if cache is None:
+            past = self._source_past(encoder_out)
+        else:
+            n = len(self.transformer.layers)
+            past = [(cache[f"k{i}"], cache[f"v{i}"]) for i in range(n)], (cache["kinds"], cache["steps"], cache["positions"])
+        src_len = encoder_out["src_len"][0]
+        p_tok = torch.full_like(prev[:, -1:], self.pseudo_idx)
+        if k == 0:
+            tokens, kinds, steps, offsets = p_tok, [PSEUDO], [1], [0]
+        else:
+            tokens = torch.cat([prev[:, -1:], p_tok], 1)
+            kinds, steps, offsets = [ORIGINAL, PSEUDO], [k, k + 1], [k - 1, k]
+        as_tensor = lambda v: torch.tensor(v, device=prev.device).expand(B, len(v))  # noqa: E731
+        positions = self._positions(src_len, as_tensor(offsets))
+        kinds, steps = as_tensor(kinds), as_tensor(steps)
+        h, kvs = self.transformer(
+            tokens, positions, torch.full_like(tokens, TARGET_SEGMENT), kinds, steps,
+            past=past, return_kv=True,
+        )
+        # keep the committed target token's keys/values, drop the [P]'s
+        new = {f"k{i}": kv[0][:, :, :-1] for i, kv in enumerate(kvs)}
+        new.update({f"v{i}": kv[1][:, :, :-1] for i, kv in enumerate(kvs)})
+        for name, old, cur in zip(("kinds", "steps", "positions"), past[1], (kinds, steps, positions)):
+            new[name] = torch.cat([old, cur], 1)[:, :-1]
+        self.set_incremental_state(incremental_state, "cache", new)
+        return h[:, -1:]
+
+    def reorder_incremental_state(self, incremental_state, new_order):
+        cache = self.get_incremental_state(incremental_state, "cache")
+        if cache is not None:
+            cache = {key: _select(t, new_order) for key, t in cache.items()}
+            self.set_incremental_state(incremental_state, "cache", cache)
+
+    def max_positions(self):
+        return self.transformer.shape.max_positions

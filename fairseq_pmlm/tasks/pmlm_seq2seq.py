@@ -1,0 +1,169 @@
+"""fairseq task ``pmlm_seq2seq``: UniLMv2 sequence-to-sequence fine-tuning and generation
+(PMLM-SPEC section 3, s2s-ft's pseudo-masking).
+
+Data: ``fairseq-preprocess --source-lang source --target-lang target --srcdict DICT
+--tgtdict DICT`` with the pre-training dictionary, so ``dict.txt`` (or ``dict.source.txt``)
+is the one dictionary of both sides. Batches are fairseq's usual encoder-decoder batches
+(``src_tokens``, ``src_lengths``, ``prev_output_tokens``, ``target``); the model turns
+them into the pseudo-masked layout, so fairseq's generator, scorers and
+``label_smoothed_cross_entropy`` all work unchanged.
+"""
+import logging
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from fairseq import utils
+from fairseq.data import (
+    AppendTokenDataset, LanguagePairDataset, PrependTokenDataset, StripTokenDataset,
+    TruncateDataset, data_utils,
+)
+from fairseq.dataclass import FairseqDataclass
+from fairseq.tasks import FairseqTask, register_task
+from omegaconf import II, MISSING
+
+from .pseudo_masked_lm import MASK_SYMBOL, load_pmlm_dictionary
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PMLMSeq2SeqConfig(FairseqDataclass):
+    data: str = field(default=MISSING, metadata={"help": "fairseq-preprocess output of source/target pairs"})
+    source_lang: str = field(default="source", metadata={"help": "source suffix of the binarized files"})
+    target_lang: str = field(default="target", metadata={"help": "target suffix of the binarized files"})
+    max_source_positions: int = field(
+        default=464, metadata={"help": "source tokens kept, [SOS] and [EOS] included (longer ones are truncated)"}
+    )
+    max_target_positions: int = field(
+        default=48, metadata={"help": "target tokens kept, [EOS] included (longer ones are truncated)"}
+    )
+    target_mask_prob: float = field(
+        default=0.5, metadata={"help": "probability of corrupting each target input token (s2s-ft word drop; "
+                                       "80% [MASK], 10% random, 10% kept)"}
+    )
+    seed: int = II("common.seed")
+
+
+class WordDropPairDataset(LanguagePairDataset):
+    """LanguagePairDataset that skips empty pairs and corrupts the target *inputs*
+    (``prev_output_tokens``) with s2s-ft's word drop; the targets stay intact."""
+
+    def __init__(self, *args, drop_prob=0.0, mask_idx=None, seed=1, split="train", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.drop_prob, self.mask_idx, self.seed, self.split = drop_prob, mask_idx, seed, split
+        self.epoch = 1
+        d = self.tgt_dict
+        special = {d.bos(), d.eos(), d.pad(), d.unk(), mask_idx}
+        self.random_candidates = torch.tensor(
+            [i for i in range(d.nspecial, len(d)) if i not in special and d[i] != "[P]"]
+        )
+
+    def set_epoch(self, epoch):
+        super().set_epoch(epoch)
+        self.epoch = epoch
+
+    def collater(self, samples, pad_to_length=None):
+        batch = super().collater(samples, pad_to_length)
+        if self.drop_prob > 0 and batch and "prev_output_tokens" in batch["net_input"]:
+            prev = batch["net_input"]["prev_output_tokens"]
+            rng = np.random.default_rng([self.seed, self.epoch, *batch["id"].tolist()[:4]])
+            u = torch.from_numpy(rng.random(prev.shape))
+            real = prev.ne(self.tgt_dict.pad())
+            real[:, 0] = False  # the start symbol is not fed to the model
+            hit = real & (u < self.drop_prob)
+            how = torch.from_numpy(rng.random(prev.shape))
+            prev = prev.clone()
+            prev[hit & (how < 0.8)] = self.mask_idx
+            rand = hit & (how >= 0.8) & (how < 0.9)
+            pick = torch.from_numpy(rng.integers(len(self.random_candidates), size=int(rand.sum())))
+            prev[rand] = self.random_candidates[pick]
+            batch["net_input"]["prev_output_tokens"] = prev
+        return batch
+
+    def filter_indices_by_size(self, indices, max_sizes):
+        # a source of just [SOS] [EOS] or a target of just [EOS] came from an empty line
+        empty = (self.src_sizes[indices] <= 2) | (self.tgt_sizes[indices] <= 1)
+        if empty.any():
+            logger.warning(f"{self.split}: skipped {int(empty.sum())} pairs with an empty source or target line")
+        indices, ignored = super().filter_indices_by_size(indices[~empty], max_sizes)
+        return indices, ignored
+
+
+@register_task("pmlm_seq2seq", dataclass=PMLMSeq2SeqConfig)
+class PMLMSeq2SeqTask(FairseqTask):
+    cfg: PMLMSeq2SeqConfig
+
+    def __init__(self, cfg, dictionary):
+        super().__init__(cfg)
+        self.dictionary = dictionary
+        self.mask_idx = dictionary.index(MASK_SYMBOL)
+
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        if not 0 <= cfg.target_mask_prob < 1:
+            raise ValueError("--target-mask-prob must be in [0, 1)")
+        return cls(cfg, load_pmlm_dictionary(cfg.data, ("dict.txt", f"dict.{cfg.source_lang}.txt")))
+
+    def _side(self, split, lang):
+        paths = utils.split_paths(self.cfg.data)
+        prefix = os.path.join(paths[0], f"{split}.{self.cfg.source_lang}-{self.cfg.target_lang}.{lang}")
+        ds = data_utils.load_indexed_dataset(prefix, self.dictionary)
+        if ds is None:
+            raise FileNotFoundError(f"dataset not found: {prefix}.{{bin,idx}}")
+        return ds
+
+    def source_view(self, src):
+        """[SOS] SRC [EOS], truncated to --max-source-positions."""
+        eos = self.dictionary.eos()
+        src = TruncateDataset(StripTokenDataset(src, eos), self.cfg.max_source_positions - 2)
+        return PrependTokenDataset(AppendTokenDataset(src, eos), self.dictionary.bos())
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        src, tgt = self._side(split, self.cfg.source_lang), self._side(split, self.cfg.target_lang)
+        if len(src) != len(tgt):
+            raise ValueError(f"{split}: {len(src)} source lines but {len(tgt)} target lines")
+        eos = self.dictionary.eos()
+        tgt = AppendTokenDataset(TruncateDataset(StripTokenDataset(tgt, eos), self.cfg.max_target_positions - 1), eos)
+        src = self.source_view(src)
+        self.datasets[split] = WordDropPairDataset(
+            src, src.sizes, self.dictionary, tgt, tgt.sizes, self.dictionary,
+            left_pad_source=False, left_pad_target=False, shuffle=(split == "train"),
+            drop_prob=self.cfg.target_mask_prob if split == "train" else 0.0,
+            mask_idx=self.mask_idx, seed=self.cfg.seed, split=split,
+        )
+
+    def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
+        """fairseq-interactive: lines encoded with EOS; add [SOS] and truncate like training."""
+        src = [self.source_view_tensor(t) for t in src_tokens]
+        return LanguagePairDataset(
+            src, [len(t) for t in src], self.dictionary, tgt_dict=self.dictionary,
+            left_pad_source=False, constraints=constraints,
+        )
+
+    def source_view_tensor(self, tokens):
+        eos, bos = self.dictionary.eos(), self.dictionary.bos()
+        body = tokens[tokens.ne(eos)][: self.cfg.max_source_positions - 2]
+        return torch.cat([body.new_tensor([bos]), body, body.new_tensor([eos])])
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        need = self.cfg.max_source_positions + self.cfg.max_target_positions
+        if need > model.max_positions():
+            raise ValueError(
+                f"--max-source-positions {self.cfg.max_source_positions} + --max-target-positions "
+                f"{self.cfg.max_target_positions} exceed the model's --max-positions {model.max_positions()}"
+            )
+        return model
+
+    def max_positions(self):
+        return (self.cfg.max_source_positions, self.cfg.max_target_positions)
+
+    @property
+    def source_dictionary(self):
+        return self.dictionary
+
+    @property
+    def target_dictionary(self):
+        return self.dictionary

@@ -1,0 +1,158 @@
+"""Sequence-to-sequence fine-tuning and decoding (PMLM-SPEC section 3)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from fairseq.data import data_utils
+from fairseq.sequence_generator import SequenceGenerator
+
+from conftest import make_dictionary
+from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
+from fairseq_pmlm.modules import attention_rule
+from fairseq_pmlm.modules.attention_rule import CONTEXT, ORIGINAL, PAD, PSEUDO
+from fairseq_pmlm.scoring.rouge import rouge_scores
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.dirname(sys.executable)
+
+
+def tiny_model(d, seed=0, **kw):
+    torch.manual_seed(seed)
+    cfg = UniLMv2Config(encoder_layers=2, encoder_embed_dim=32, encoder_ffn_embed_dim=64,
+                        encoder_attention_heads=4, **kw)
+    return UniLMv2Model(cfg, d).eval()
+
+
+def random_pairs(d, rng, src_lens=(5, 11, 8, 3), tgt_lens=(4, 7, 6, 2)):
+    srcs = [torch.tensor([d.bos()] + rng.integers(4, 100, n).tolist() + [d.eos()]) for n in src_lens]
+    tgts = [torch.tensor(rng.integers(4, 100, n).tolist() + [d.eos()]) for n in tgt_lens]
+    src = data_utils.collate_tokens(srcs, d.pad())
+    prev = data_utils.collate_tokens(tgts, d.pad(), d.eos(), move_eos_to_beginning=True)
+    return src, torch.tensor([len(s) for s in srcs]), prev, data_utils.collate_tokens(tgts, d.pad())
+
+
+@pytest.mark.parametrize("rel_pos", [True, False])
+def test_incremental_decoding_equals_one_teacher_forced_pass(rel_pos, rng):
+    d = make_dictionary()
+    model = tiny_model(d, no_rel_pos=not rel_pos)
+    src, lens, prev, tgt = random_pairs(d, rng)
+    with torch.no_grad():
+        full = model(src, src_lengths=lens, prev_output_tokens=prev)[0].log_softmax(-1)
+        enc, state, steps = model.encoder(src, lens), {}, []
+        for t in range(prev.size(1)):
+            steps.append(model.decoder(prev[:, : t + 1], enc, incremental_state=state)[0].log_softmax(-1))
+    real = tgt.ne(d.pad())
+    assert torch.allclose(full[real], torch.cat(steps, 1)[real], atol=1e-5)
+
+
+def test_fine_tuning_mask_equals_the_spec_rule(rng, monkeypatch):
+    """Spy on the rule's inputs during a teacher-forced pass; compare with section 3."""
+    d = make_dictionary()
+    model = tiny_model(d)
+    src, lens, prev, tgt = random_pairs(d, rng)
+    seen = []
+    real_rule = attention_rule.attention_allowed
+
+    def spy(qk, qs, kk, ks):
+        out = real_rule(qk, qs, kk, ks)
+        seen.append((qk, qs, kk, ks, out))
+        return out
+
+    monkeypatch.setattr("fairseq_pmlm.modules.transformer.attention_allowed", spy)
+    with torch.no_grad():
+        model(src, src_lengths=lens, prev_output_tokens=prev)
+    (_, _, _, _, src_allowed), (qk, qs, kk, ks, allowed) = seen  # encoder pass, then decoder pass
+    assert src_allowed[:, 0][src.ne(d.pad())].all()  # source rows see all real source tokens
+    for b in range(src.size(0)):
+        for i in range(qk.size(1)):
+            if qk[b, i] == PAD:
+                continue
+            for j in range(kk.size(1)):
+                q_kind, t, k_kind, u = int(qk[b, i]), int(qs[b, i]), int(kk[b, j]), int(ks[b, j])
+                if k_kind == PAD:
+                    expect = False
+                elif k_kind == CONTEXT:
+                    expect = True  # every query sees the whole source
+                elif q_kind == ORIGINAL:  # target token t: targets <= t
+                    expect = k_kind == ORIGINAL and u <= t
+                else:  # [P] at t: targets < t and itself
+                    expect = (k_kind == ORIGINAL and u < t) or (k_kind == PSEUDO and u == t)
+                assert bool(allowed[b, i, j]) == expect, (b, i, j)
+    assert int((qk == PSEUDO).sum()) == int(tgt.ne(d.pad()).sum())  # one [P] per target token, EOS included
+
+
+def test_changing_target_token_t_changes_no_prediction_up_to_t(rng):
+    d = make_dictionary()
+    model = tiny_model(d)
+    src, lens, prev, tgt = random_pairs(d, rng, src_lens=(9,) * 4, tgt_lens=(8,) * 4)
+    with torch.no_grad():
+        base = model(src, src_lengths=lens, prev_output_tokens=prev)[0]
+        for t in range(1, prev.size(1)):  # prev[:, t] is target token t (1-based)
+            changed = prev.clone()
+            changed[:, t] = (changed[:, t] - 4 + 1 + torch.randint(0, 90, (4,))) % 96 + 4
+            out = model(src, src_lengths=lens, prev_output_tokens=changed)[0]
+            assert torch.allclose(out[:, :t], base[:, :t], atol=1e-5), t  # predictions of y_1..y_t
+            assert not torch.allclose(out[:, t:], base[:, t:], atol=1e-5), t
+
+
+def test_batched_beam_search_equals_one_sentence_at_a_time(rng):
+    d = make_dictionary()
+    model = tiny_model(d, seed=3)
+    src, lens, _, _ = random_pairs(d, rng)
+    gen = SequenceGenerator([model], d, beam_size=4, max_len_b=8, min_len=2, no_repeat_ngram_size=3)
+    with torch.no_grad():
+        batched = gen.forward({"net_input": {"src_tokens": src, "src_lengths": lens}})
+        for b in range(src.size(0)):
+            one = src[b : b + 1, : int(lens[b])]
+            alone = gen.forward({"net_input": {"src_tokens": one, "src_lengths": lens[b : b + 1]}})
+            for hb, ha in zip(batched[b], alone[0]):
+                assert torch.equal(hb["tokens"], ha["tokens"])
+                assert abs(float(hb["score"]) - float(ha["score"])) < 1e-4
+
+
+def test_rouge_scorer_hand_values():
+    s = rouge_scores(["the cat sat on the mat"], ["the cat sat on the mat"])
+    assert all(abs(v - 100) < 1e-6 for v in s.values())
+    s = rouge_scores(["the cat sat"], ["dogs run fast"])
+    assert all(v == 0 for v in s.values())
+    s = rouge_scores(["a b c d"], ["a b x y"], use_stemmer=False)
+    assert abs(s["rouge1"] - 50) < 1e-6 and abs(s["rouge2"] - 100 / 3) < 1e-6
+
+
+def run(cmd, *args):
+    proc = subprocess.run([os.path.join(BIN, cmd), *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_train_then_generate_learns_a_copy_task(tmp_path):
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(12)]
+    for split, n in (("train", 600), ("valid", 40)):
+        lines = [" ".join(rng.choice(words, 5)) for _ in range(n)]
+        (tmp_path / f"{split}.source").write_text("\n".join(lines) + "\n")
+        (tmp_path / f"{split}.target").write_text("\n".join(lines) + "\n")
+    run("fairseq-preprocess", "--source-lang", "source", "--target-lang", "target", "--joined-dictionary",
+        "--trainpref", tmp_path / "train", "--validpref", tmp_path / "valid", "--destdir", tmp_path / "bin",
+        "--workers", "1")
+    run("fairseq-train", tmp_path / "bin", "--user-dir", os.path.join(REPO, "fairseq_pmlm"),
+        "--task", "pmlm_seq2seq", "--arch", "unilmv2_tiny", "--criterion", "label_smoothed_cross_entropy",
+        "--label-smoothing", "0.1", "--report-accuracy", "--optimizer", "adam", "--lr", "2e-3",
+        "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "30", "--batch-size", "32", "--max-update", "400",
+        "--dropout", "0.0", "--attention-dropout", "0.0", "--target-mask-prob", "0.2",
+        "--max-source-positions", "16", "--max-target-positions", "16",
+        "--save-dir", tmp_path / "ckpt", "--no-epoch-checkpoints", "--validate-interval", "1000",
+        "--save-interval", "1000", "--cpu", "--num-workers", "0", "--seed", "1", "--log-format", "json")
+    out = run("fairseq-generate", tmp_path / "bin", "--user-dir", os.path.join(REPO, "fairseq_pmlm"),
+              "--task", "pmlm_seq2seq", "--path", tmp_path / "ckpt" / "checkpoint_last.pt", "--gen-subset", "valid",
+              "--beam", "4", "--batch-size", "16", "--max-len-b", "8", "--cpu", "--scoring", "rouge").stdout
+    refs = {l.split("\t")[0][2:]: l.split("\t")[1] for l in out.splitlines() if l.startswith("T-")}
+    hyps = {l.split("\t")[0][2:]: l.split("\t")[2] for l in out.splitlines() if l.startswith("H-")}
+    assert len(hyps) == 40
+    exact = sum(hyps[i] == refs[i] for i in refs) / len(refs)
+    assert exact >= 0.9, (exact, [(refs[i], hyps[i]) for i in list(refs)[:5]])
+    assert "ROUGE-1" in out
