@@ -6,7 +6,11 @@ sentence per line, a blank line between documents. Sources are parsed with ``ast
 imported (importing can have side effects). Deterministic: files in sorted order, every k-th
 document goes to the validation file.
 
-    python scripts/make_stdlib_corpus.py --out train.txt --valid-out valid.txt
+With ``--pairs-out DIR`` it also writes a summarisation set: docstring body -> its first-line
+summary, as ``{train,valid,test}.{source,target}``. Pairs of the training modules go to
+train, pairs of the validation modules (never seen in pre-training) alternate valid/test.
+
+    python scripts/make_stdlib_corpus.py --out train.txt --valid-out valid.txt [--pairs-out DIR]
 """
 import argparse
 import ast
@@ -31,12 +35,29 @@ def docstrings(node):
         yield from docstrings(child)
 
 
-def module_sentences(path):
+def parse(path):
     try:
         with open(path, "rb") as f:
-            tree = ast.parse(f.read())  # bytes: ast honours the file's coding cookie
+            return ast.parse(f.read())  # bytes: ast honours the file's coding cookie
     except (SyntaxError, ValueError, UnicodeDecodeError):
-        return []
+        return None
+
+
+def module_pairs(tree):
+    """(body, summary) of each docstring whose first paragraph is a one-line summary of
+    3-25 words and whose remaining prose has at least 10 words (doctest lines dropped)."""
+    out = []
+    for doc in docstrings(tree):
+        first, *rest = re.split(r"\n\s*\n", doc)
+        summary = " ".join(first.split())
+        lines = [ln for p in rest for ln in p.splitlines() if not ln.lstrip().startswith((">>>", "..."))]
+        body = " ".join(" ".join(lines).split())
+        if "\n" not in first.strip() and 3 <= len(summary.split()) <= 25 and len(body.split()) >= 10:
+            out.append((body, summary))
+    return out
+
+
+def module_sentences(tree):
     seen, out = set(), []
     for doc in docstrings(tree):
         # paragraphs first, so headings and list items do not run into the next sentence
@@ -65,32 +86,52 @@ def main():
     p.add_argument("--valid-fraction", type=float, default=0.02,
                    help="share of the documents that go to --valid-out (every k-th one)")
     p.add_argument("--max-docs", type=int, help="keep only the first N documents")
+    p.add_argument("--pairs-out", help="directory for the body -> summary pairs (needs --valid-out)")
     a = p.parse_args()
     if a.valid_out and not 0 < a.valid_fraction < 1:
         p.error("--valid-fraction must be between 0 and 1")
+    if a.pairs_out and not a.valid_out:
+        p.error("--pairs-out needs --valid-out (its valid/test pairs come from the validation modules)")
 
     root = sysconfig.get_paths()["stdlib"]
-    docs = [s for s in map(module_sentences, stdlib_files(root)) if s]
+    trees = [t for t in map(parse, stdlib_files(root)) if t is not None]
+    modules = [(s, module_pairs(t)) for t, s in ((t, module_sentences(t)) for t in trees) if s]
     if a.max_docs is not None:
-        docs = docs[: a.max_docs]
+        modules = modules[: a.max_docs]
+    docs = [s for s, _ in modules]
     if not docs:
         raise SystemExit(f"error: no docstrings found under {root}")
     every = max(2, round(1 / a.valid_fraction)) if a.valid_out else 0
     parts = {a.out: []}
     if a.valid_out:
         parts[a.valid_out] = []
-    for i, doc in enumerate(docs):
+    pairs = {"train": [], "valid": [], "test": []}
+    texts = {}  # path -> its whole text
+    for i, (doc, doc_pairs) in enumerate(modules):
         # the middle one of each group of k, so valid does not start with the first modules
         to_valid = every and i % every == every // 2
         parts[a.valid_out if to_valid else a.out].append(doc)
+        for pair in doc_pairs:
+            split = ("valid", "test")[len(pairs["valid"]) > len(pairs["test"])] if to_valid else "train"
+            pairs[split].append(pair)
+    if a.pairs_out:
+        seen = {body for body, _ in pairs["train"]}  # docstrings copied between modules
+        pairs["valid"], pairs["test"] = ([p for p in pairs[k] if p[0] not in seen] for k in ("valid", "test"))
+        os.makedirs(a.pairs_out, exist_ok=True)
+        for split, rows in pairs.items():
+            for side, col in (("source", 0), ("target", 1)):
+                texts[os.path.join(a.pairs_out, f"{split}.{side}")] = "".join(r[col] + "\n" for r in rows)
+            print(f"{a.pairs_out}/{split}.{{source,target}}: {len(rows)} pairs")
 
-    for path, part in parts.items():  # write everything first, then rename: nothing half-written
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            f.writelines("\n".join(doc) + "\n\n" for doc in part)
     for path, part in parts.items():
-        os.replace(path + ".tmp", path)
         words = sum(len(s.split()) for d in part for s in d)
         print(f"{path}: {len(part)} documents, {sum(map(len, part))} sentences, {words} words")
+        texts[path] = "".join("\n".join(doc) + "\n\n" for doc in part)
+    for path, text in texts.items():  # write everything first, then rename: nothing half-written
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write(text)
+    for path in texts:
+        os.replace(path + ".tmp", path)
     print(f"stdlib {root}: {len(docs)} documents, {sum(map(len, docs))} sentences, "
           f"{sum(len(s.split()) for d in docs for s in d)} words")
 

@@ -8,9 +8,12 @@ import pytest
 import torch
 from fairseq.data import data_utils
 from fairseq.sequence_generator import SequenceGenerator
+from omegaconf import OmegaConf
 
 from conftest import make_dictionary
+from fairseq.dataclass.configs import GenerationConfig
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
+from fairseq_pmlm.tasks.pmlm_seq2seq import PMLMSeq2SeqConfig, PMLMSeq2SeqTask
 from fairseq_pmlm.modules import attention_rule
 from fairseq_pmlm.modules.attention_rule import CONTEXT, ORIGINAL, PAD, PSEUDO
 from fairseq_pmlm.scoring.rouge import rouge_scores
@@ -113,6 +116,57 @@ def test_batched_beam_search_equals_one_sentence_at_a_time(rng):
                 assert abs(float(hb["score"]) - float(ha["score"])) < 1e-4
 
 
+def test_prefix_sampling_and_nbest_behave_as_for_fairseq_models(rng):
+    d = make_dictionary()
+    model = tiny_model(d, seed=5)
+    src, lens, _, _ = random_pairs(d, rng)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lens}}
+    prefix = torch.tensor([[7, 8], [9, 10], [11, 12], [13, 14]])
+    with torch.no_grad():
+        forced = SequenceGenerator([model], d, beam_size=3, max_len_b=6).forward(sample, prefix_tokens=prefix)
+        nbest = SequenceGenerator([model], d, beam_size=4, max_len_b=6).forward(sample)
+        torch.manual_seed(0)
+        from fairseq.search import Sampling
+        sampled = SequenceGenerator([model], d, beam_size=2, max_len_b=6, search_strategy=Sampling(d, sampling_topk=5)).forward(sample)
+    for b in range(4):
+        assert all(torch.equal(h["tokens"][:2], prefix[b]) for h in forced[b])
+        scores = [float(h["score"]) for h in nbest[b]]
+        assert len(scores) == 4 and scores == sorted(scores, reverse=True)
+        for h in sampled[b]:
+            assert h["tokens"][-1] == d.eos() and len(h["tokens"]) <= 7
+
+
+def test_position_table_extends_cyclically_for_longer_inputs():
+    d = make_dictionary()
+    short = tiny_model(d, max_positions=16)
+    long = tiny_model(d, seed=1, max_positions=40)
+    long.load_state_dict(short.state_dict())
+    old, new = short.transformer.embed_positions.weight, long.transformer.embed_positions.weight
+    assert torch.equal(new, torch.cat([old, old, old[:8]]))
+
+
+def seq2seq_task(tmp_path, **cfg):
+    d = make_dictionary()
+    d.save(str(tmp_path / "dict.txt"))
+    return PMLMSeq2SeqTask.setup_task(PMLMSeq2SeqConfig(data=str(tmp_path), seed=1, **cfg))
+
+
+def test_source_plus_target_over_the_positions_is_a_clear_error(tmp_path):
+    task = seq2seq_task(tmp_path, max_source_positions=480, max_target_positions=48)
+    cfg = OmegaConf.structured(UniLMv2Config(_name="unilmv2", encoder_layers=1, encoder_embed_dim=16,
+                                             encoder_ffn_embed_dim=16, encoder_attention_heads=2))
+    with pytest.raises(ValueError, match=r"--max-source-positions 480 \+ --max-target-positions 48 exceed .* 512"):
+        task.build_model(cfg)
+
+
+def test_max_len_b_beyond_the_positions_left_is_a_clear_error(tmp_path):
+    task = seq2seq_task(tmp_path, max_source_positions=464)
+    model = tiny_model(task.dictionary)
+    task.build_generator([model], GenerationConfig(max_len_b=47))  # 464 + 47 < 512: fine
+    with pytest.raises(ValueError, match=r"--max-len-b 48 .* leave 47"):
+        task.build_generator([model], GenerationConfig(max_len_b=48))
+
+
 def test_rouge_scorer_hand_values():
     s = rouge_scores(["the cat sat on the mat"], ["the cat sat on the mat"])
     assert all(abs(v - 100) < 1e-6 for v in s.values())
@@ -122,37 +176,52 @@ def test_rouge_scorer_hand_values():
     assert abs(s["rouge1"] - 50) < 1e-6 and abs(s["rouge2"] - 100 / 3) < 1e-6
 
 
-def run(cmd, *args):
-    proc = subprocess.run([os.path.join(BIN, cmd), *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+def run(cmd, *args, stdin=None):
+    proc = subprocess.run([os.path.join(BIN, cmd), *map(str, args)], capture_output=True, text=True, input=stdin,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
 
 def test_train_then_generate_learns_a_copy_task(tmp_path):
+    """fairseq-train -> fairseq-generate -> fairseq-interactive on a copy task. Also: pairs with
+    an empty side are skipped and counted, and no test sentence is lost to batching (45 is not
+    a multiple of --required-batch-size-multiple 8)."""
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(12)]
-    for split, n in (("train", 600), ("valid", 40)):
+    for split, n in (("train", 600), ("valid", 45)):
         lines = [" ".join(rng.choice(words, 5)) for _ in range(n)]
-        (tmp_path / f"{split}.source").write_text("\n".join(lines) + "\n")
-        (tmp_path / f"{split}.target").write_text("\n".join(lines) + "\n")
+        src, tgt = list(lines), list(lines)
+        if split == "train":
+            src[3], tgt[7] = "", ""  # an empty source line and an empty target line
+        (tmp_path / f"{split}.source").write_text("\n".join(src) + "\n")
+        (tmp_path / f"{split}.target").write_text("\n".join(tgt) + "\n")
     run("fairseq-preprocess", "--source-lang", "source", "--target-lang", "target", "--joined-dictionary",
         "--trainpref", tmp_path / "train", "--validpref", tmp_path / "valid", "--destdir", tmp_path / "bin",
         "--workers", "1")
-    run("fairseq-train", tmp_path / "bin", "--user-dir", os.path.join(REPO, "fairseq_pmlm"),
-        "--task", "pmlm_seq2seq", "--arch", "unilmv2_tiny", "--criterion", "label_smoothed_cross_entropy",
-        "--label-smoothing", "0.1", "--report-accuracy", "--optimizer", "adam", "--lr", "2e-3",
-        "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "30", "--batch-size", "32", "--max-update", "400",
-        "--dropout", "0.0", "--attention-dropout", "0.0", "--target-mask-prob", "0.2",
-        "--max-source-positions", "16", "--max-target-positions", "16",
-        "--save-dir", tmp_path / "ckpt", "--no-epoch-checkpoints", "--validate-interval", "1000",
-        "--save-interval", "1000", "--cpu", "--num-workers", "0", "--seed", "1", "--log-format", "json")
-    out = run("fairseq-generate", tmp_path / "bin", "--user-dir", os.path.join(REPO, "fairseq_pmlm"),
-              "--task", "pmlm_seq2seq", "--path", tmp_path / "ckpt" / "checkpoint_last.pt", "--gen-subset", "valid",
+    user_dir = os.path.join(REPO, "fairseq_pmlm")
+    train = run("fairseq-train", tmp_path / "bin", "--user-dir", user_dir,
+                "--task", "pmlm_seq2seq", "--arch", "unilmv2_tiny", "--criterion", "pmlm_seq2seq",
+                "--optimizer", "adam", "--lr", "2e-3",
+                "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "30", "--batch-size", "32", "--max-update", "400",
+                "--dropout", "0.0", "--attention-dropout", "0.0", "--target-mask-prob", "0.2",
+                "--max-source-positions", "16", "--max-target-positions", "16",
+                "--save-dir", tmp_path / "ckpt", "--no-epoch-checkpoints", "--validate-interval", "1000",
+                "--save-interval", "1000", "--cpu", "--num-workers", "0", "--seed", "1", "--log-format", "json")
+    assert "train: skipped 2 pairs with an empty source or target line" in train.stdout + train.stderr
+    assert '"train_accuracy"' in train.stdout  # the criterion reports accuracy by default
+    ckpt = tmp_path / "ckpt" / "checkpoint_last.pt"
+    out = run("fairseq-generate", tmp_path / "bin", "--user-dir", user_dir,
+              "--task", "pmlm_seq2seq", "--path", ckpt, "--gen-subset", "valid",
               "--beam", "4", "--batch-size", "16", "--max-len-b", "8", "--cpu", "--scoring", "rouge").stdout
     refs = {l.split("\t")[0][2:]: l.split("\t")[1] for l in out.splitlines() if l.startswith("T-")}
     hyps = {l.split("\t")[0][2:]: l.split("\t")[2] for l in out.splitlines() if l.startswith("H-")}
-    assert len(hyps) == 40
+    assert len(hyps) == 45
     exact = sum(hyps[i] == refs[i] for i in refs) / len(refs)
     assert exact >= 0.9, (exact, [(refs[i], hyps[i]) for i in list(refs)[:5]])
     assert "ROUGE-1" in out
+    queries = ["w1 w2 w3 w4 w5", "w9 w9 w0 w7 w3", "w11 w4 w4 w2 w8"]
+    inter = run("fairseq-interactive", tmp_path / "bin", "--user-dir", user_dir, "--task", "pmlm_seq2seq",
+                "--path", ckpt, "--beam", "4", "--max-len-b", "8", "--cpu", stdin="\n".join(queries) + "\n").stdout
+    answers = [l.split("\t")[2] for l in inter.splitlines() if l.startswith("H-")]
+    assert sum(a == q for a, q in zip(answers, queries)) >= 2, answers

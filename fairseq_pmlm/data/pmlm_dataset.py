@@ -9,6 +9,7 @@ from fairseq.data import FairseqDataset, data_utils
 
 from ..modules.attention_rule import CONTEXT, PAD
 from .blockwise_masking import MaskingConfig, build_example
+from .complete_batches import CompleteBatchesMixin
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ def pack_documents(sizes, max_tokens):
     return np.array(pieces, dtype=np.int64).reshape(-1, 3), np.array(offsets, dtype=np.int64), stats
 
 
-class PseudoMaskedLMDataset(FairseqDataset):
+class PseudoMaskedLMDataset(CompleteBatchesMixin, FairseqDataset):
     def __init__(self, lines, dictionary, tokens_per_sample, masking: MaskingConfig, objective, mask_idx, pseudo_idx, seed, split="train"):
         self.lines = lines
         self.dictionary = dictionary

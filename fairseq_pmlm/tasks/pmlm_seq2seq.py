@@ -23,6 +23,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
 
+from ..data.complete_batches import CompleteBatchesMixin
 from .pseudo_masked_lm import MASK_SYMBOL, load_pmlm_dictionary
 
 logger = logging.getLogger(__name__)
@@ -37,7 +38,8 @@ class PMLMSeq2SeqConfig(FairseqDataclass):
         default=464, metadata={"help": "source tokens kept, [SOS] and [EOS] included (longer ones are truncated)"}
     )
     max_target_positions: int = field(
-        default=48, metadata={"help": "target tokens kept, [EOS] included (longer ones are truncated)"}
+        default=48, metadata={"help": "target tokens kept, [EOS] included (longer train/valid targets are "
+                                      "truncated; test targets are kept whole as references)"}
     )
     target_mask_prob: float = field(
         default=0.5, metadata={"help": "probability of corrupting each target input token (s2s-ft word drop; "
@@ -46,12 +48,14 @@ class PMLMSeq2SeqConfig(FairseqDataclass):
     seed: int = II("common.seed")
 
 
-class WordDropPairDataset(LanguagePairDataset):
+class WordDropPairDataset(CompleteBatchesMixin, LanguagePairDataset):
     """LanguagePairDataset that skips empty pairs and corrupts the target *inputs*
     (``prev_output_tokens``) with s2s-ft's word drop; the targets stay intact."""
 
-    def __init__(self, *args, drop_prob=0.0, mask_idx=None, seed=1, split="train", **kwargs):
+    def __init__(self, *args, empty=None, drop_prob=0.0, mask_idx=None, seed=1, split="train", **kwargs):
+        """``empty``: bool per pair, True where the source or the target line had no token."""
         super().__init__(*args, **kwargs)
+        self.empty = np.zeros(len(self), dtype=bool) if empty is None else empty
         self.drop_prob, self.mask_idx, self.seed, self.split = drop_prob, mask_idx, seed, split
         self.epoch = 1
         d = self.tgt_dict
@@ -83,12 +87,12 @@ class WordDropPairDataset(LanguagePairDataset):
         return batch
 
     def filter_indices_by_size(self, indices, max_sizes):
-        # a source of just [SOS] [EOS] or a target of just [EOS] came from an empty line
-        empty = (self.src_sizes[indices] <= 2) | (self.tgt_sizes[indices] <= 1)
+        empty = self.empty[indices]
         if empty.any():
             logger.warning(f"{self.split}: skipped {int(empty.sum())} pairs with an empty source or target line")
-        indices, ignored = super().filter_indices_by_size(indices[~empty], max_sizes)
-        return indices, ignored
+        if self.split.startswith("test") and isinstance(max_sizes, tuple):
+            max_sizes = (max_sizes[0], float("inf"))  # whole references (see load_dataset)
+        return super().filter_indices_by_size(indices[~empty], max_sizes)
 
 
 @register_task("pmlm_seq2seq", dataclass=PMLMSeq2SeqConfig)
@@ -124,13 +128,17 @@ class PMLMSeq2SeqTask(FairseqTask):
         src, tgt = self._side(split, self.cfg.source_lang), self._side(split, self.cfg.target_lang)
         if len(src) != len(tgt):
             raise ValueError(f"{split}: {len(src)} source lines but {len(tgt)} target lines")
+        empty = (src.sizes <= 1) | (tgt.sizes <= 1)  # an empty line is binarized as its EOS alone
         eos = self.dictionary.eos()
-        tgt = AppendTokenDataset(TruncateDataset(StripTokenDataset(tgt, eos), self.cfg.max_target_positions - 1), eos)
+        if not split.startswith("test"):
+            # train/valid targets carry a loss, so they must fit the positions; test targets are
+            # only references for --scoring, and a truncated reference would inflate the score
+            tgt = AppendTokenDataset(TruncateDataset(StripTokenDataset(tgt, eos), self.cfg.max_target_positions - 1), eos)
         src = self.source_view(src)
         self.datasets[split] = WordDropPairDataset(
             src, src.sizes, self.dictionary, tgt, tgt.sizes, self.dictionary,
             left_pad_source=False, left_pad_target=False, shuffle=(split == "train"),
-            drop_prob=self.cfg.target_mask_prob if split == "train" else 0.0,
+            empty=empty, drop_prob=self.cfg.target_mask_prob if split == "train" else 0.0,
             mask_idx=self.mask_idx, seed=self.cfg.seed, split=split,
         )
 
@@ -156,6 +164,21 @@ class PMLMSeq2SeqTask(FairseqTask):
                 f"{self.cfg.max_target_positions} exceed the model's --max-positions {model.max_positions()}"
             )
         return model
+
+    def build_generator(self, models, args, **kwargs):
+        """fairseq's SequenceGenerator, after checking that the longest target it may produce
+        still has positions left after the longest source (else it would fail mid-run)."""
+        limit = min(m.max_positions() for m in models)
+        src = self.cfg.max_source_positions
+        longest = int(args.max_len_a * src + args.max_len_b)
+        # the [P] of the last step (forced EOS) sits at position src + longest
+        if src + longest >= limit:
+            raise ValueError(
+                f"--max-len-b {args.max_len_b} (with --max-len-a {args.max_len_a}) "
+                f"allows {longest} target tokens, but after a source of up to {src} positions "
+                f"(--max-source-positions) the model's {limit} positions leave {limit - src - 1}"
+            )
+        return super().build_generator(models, args, **kwargs)
 
     def max_positions(self):
         return (self.cfg.max_source_positions, self.cfg.max_target_positions)

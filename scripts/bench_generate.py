@@ -1,0 +1,115 @@
+#!/usr/bin/env python
+"""Decoding speed with fairseq's SequenceGenerator on XSum-shaped inputs: unilmv2 with the
+incremental key/value cache vs the same model recomputing the target prefix at every step,
+vs fairseq's own ``bart_base``. Randomly initialised models (speed depends on shapes only);
+``--min-len`` = ``--max-len`` so every system decodes exactly the same number of steps.
+Prints a markdown table for docs/BENCHMARKS.md.
+
+    python scripts/bench_generate.py [--source-len 720 --target-len 48 --beam 5 --sentences 4]
+"""
+import argparse
+import os
+import platform
+import sys
+import time
+from argparse import Namespace
+
+import torch
+from fairseq.data import Dictionary
+from fairseq.sequence_generator import SequenceGenerator
+
+import fairseq_pmlm  # noqa: F401  (registers the model)
+from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
+from fairseq_pmlm.tasks.pseudo_masked_lm import MASK_SYMBOL, PSEUDO_SYMBOL
+
+
+def dictionary(size):
+    d = Dictionary()
+    for i in range(size - len(d) - 2):
+        d.add_symbol(f"w{i}")
+    d.add_symbol(MASK_SYMBOL)
+    d.add_symbol(PSEUDO_SYMBOL)
+    return d
+
+
+def unilmv2(d, a):
+    cfg = UniLMv2Config(encoder_layers=a.layers, encoder_embed_dim=a.dim, encoder_ffn_embed_dim=4 * a.dim,
+                        encoder_attention_heads=a.dim // 64, max_positions=a.source_len + a.target_len + 2)
+    return UniLMv2Model(cfg, d).eval()
+
+
+def without_cache(model):
+    """The same weights, but every step runs the whole target prefix again (no target cache;
+    the source is still encoded once, as SequenceGenerator does)."""
+    forward = model.decoder.forward
+
+    def recompute(prev_output_tokens, encoder_out, incremental_state=None, **kwargs):
+        return forward(prev_output_tokens, encoder_out, incremental_state=None, **kwargs)
+
+    model.decoder.forward = recompute
+    return model
+
+
+def bart_base(d, a):
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+    from fairseq.models.bart import BARTModel
+
+    args = Namespace(max_source_positions=1024, max_target_positions=1024)
+    ARCH_CONFIG_REGISTRY["bart_base"](args)
+    task = Namespace(source_dictionary=d, target_dictionary=d)
+    return BARTModel.build_model(args, task).eval()
+
+
+def time_generation(model, d, sample, a):
+    gen = SequenceGenerator([model], d, beam_size=a.beam, max_len_a=0, max_len_b=a.target_len,
+                            min_len=a.target_len, no_repeat_ngram_size=3)
+    with torch.no_grad():
+        gen.forward(sample)  # warm-up
+        t = time.perf_counter()
+        out = gen.forward(sample)
+        sec = time.perf_counter() - t
+    assert all(len(h[0]["tokens"]) == a.target_len + 1 for h in out), "every system decodes the same length"
+    return sec
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--source-len", type=int, default=720, help="source tokens ([SOS] and [EOS] included)")
+    p.add_argument("--target-len", type=int, default=48, help="decoding steps (tokens before EOS)")
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--sentences", type=int, default=4, help="sentences per generate() call (one batch)")
+    p.add_argument("--layers", type=int, default=12, help="unilmv2 layers (bart_base: 6+6 at dim 768)")
+    p.add_argument("--dim", type=int, default=768)
+    p.add_argument("--vocab", type=int, default=30522)
+    p.add_argument("--skip-recompute", action="store_true", help="skip the slow no-cache row")
+    a = p.parse_args()
+    torch.manual_seed(0)
+    d = dictionary(a.vocab)
+    body = torch.randint(d.nspecial, len(d) - 2, (a.sentences, a.source_len - 2))
+    src = torch.cat([torch.full((a.sentences, 1), d.bos()), body, torch.full((a.sentences, 1), d.eos())], 1)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": torch.full((a.sentences,), a.source_len)}}
+
+    systems = [("unilmv2, incremental cache", lambda: unilmv2(d, a))]
+    if not a.skip_recompute:
+        systems.append(("unilmv2, recompute prefix each step", lambda: without_cache(unilmv2(d, a))))
+    systems.append(("fairseq bart_base, incremental", lambda: bart_base(d, a)))
+    rows = []
+    for name, build in systems:
+        model = build()
+        params = sum(p.numel() for p in model.parameters())
+        sec = time_generation(model, d, sample, a)
+        rows.append((name, params, sec))
+        print(f"{name}: {sec:.2f} s", file=sys.stderr, flush=True)
+    base = rows[-1][2]
+    print(f"\nmachine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch "
+          f"{torch.__version__}, {torch.get_num_threads()} threads; source {a.source_len}, target "
+          f"{a.target_len} (min = max length), beam {a.beam}, {a.sentences} sentences per batch, "
+          f"no-repeat-ngram 3; unilmv2 {a.layers}x{a.dim}\n")
+    print("| system | parameters | batch time (s) | sentences/s | time per sentence vs bart_base |")
+    print("|---|---:|---:|---:|---:|")
+    for name, params, sec in rows:
+        print(f"| {name} | {params / 1e6:.0f}M | {sec:.2f} | {a.sentences / sec:.2f} | {sec / base:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,18 @@
+# Fine-tuning and decoding settings per dataset (the paper's appendix table for NLG), sourced
+# by finetune.sh and generate.sh. Lengths are in tokens: SRC (with [SOS]/[EOS]) + TGT (with
+# EOS) = POSITIONS; above 512 the pre-trained position table is extended cyclically (s2s-ft).
+# Batch sizes are sequences per update: BATCH = --batch-size x --update-freq x GPUs.
+preset() {
+  case "$1" in
+    cnndm) SRC=608 TGT=160 POSITIONS=768 LR=7e-5 BATCH=64 EPOCHS=14 WARMUP=0.02 TMASK=0.5
+           BEAM=5 LENPEN=0.7 MAXLEN=160 MINLEN=1 ;;
+    xsum)  SRC=720 TGT=48 POSITIONS=768 LR=7e-5 BATCH=64 EPOCHS=14 WARMUP=0.02 TMASK=0.4
+           BEAM=5 LENPEN=0.6 MAXLEN=48 MINLEN=1 ;;
+    qg)    SRC=464 TGT=48 POSITIONS=512 LR=2e-5 BATCH=48 EPOCHS=16 WARMUP=0.1 TMASK=0.5
+           BEAM=8 LENPEN=1.3 MAXLEN=48 MINLEN=1 ;;
+    # the README's main job: a small model, short docstrings, minutes on a CPU
+    demo)  SRC=128 TGT=32 POSITIONS=512 LR=3e-4 BATCH=32 EPOCHS=2 WARMUP=0.1 TMASK=0.5
+           BEAM=4 LENPEN=1.0 MAXLEN=32 MINLEN=1 ;;
+    *) echo "unknown preset: $1 (cnndm, xsum, qg, demo)" >&2; return 2 ;;
+  esac
+}
