@@ -4,6 +4,7 @@ language-understanding tests (GLUE, SQuAD): built once per session, the way a us
 ``pseudo_masked_lm``), but on a 10-word language.
 """
 import random
+import shutil
 
 import sentencepiece as spm
 
@@ -23,7 +24,8 @@ def sentence(rng, n, marks=0):
 
 
 def pretrained(tmp_path_factory):
-    """-> dict(spm=spm.model path, dict=dict.txt path, checkpoint=checkpoint_last.pt path)."""
+    """-> dict(data=the data directory (dict.txt, spm.model), spm=spm.model path, dict=dict.txt path,
+    checkpoint=checkpoint_last.pt path)."""
     if "pretrained" not in _SHARED:
         tmp = tmp_path_factory.mktemp("pretrained")
         rng = random.Random(0)
@@ -37,7 +39,8 @@ def pretrained(tmp_path_factory):
             for line in f:
                 out.write(" ".join(sp.encode(line.strip(), out_type=str)) + "\n" if line.strip() else "\n")
         data = binarize(tmp / "corpus.bpe", tmp / "corpus.bpe", tmp / "bin", in_process=True)
+        shutil.copy(tmp / "spm.model", data / "spm.model")  # the layout of scripts/prepare_data.sh
         train(data, tmp / "ckpt", "--max-update", "2", "--no-epoch-checkpoints")
-        _SHARED["pretrained"] = {"spm": tmp / "spm.model", "dict": data / "dict.txt",
+        _SHARED["pretrained"] = {"data": data, "spm": data / "spm.model", "dict": data / "dict.txt",
                                  "checkpoint": tmp / "ckpt" / "checkpoint_last.pt"}
     return _SHARED["pretrained"]

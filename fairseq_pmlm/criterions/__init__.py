@@ -1,1 +1,1 @@
-from . import pmlm  # noqa: F401
+from . import pmlm, squad  # noqa: F401
