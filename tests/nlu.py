@@ -23,10 +23,10 @@ def sentence(rng, n, marks=0):
     return " ".join(ws)
 
 
-def pretrained(tmp_path_factory):
-    """-> dict(data=the data directory (dict.txt, spm.model), spm=spm.model path, dict=dict.txt path,
-    checkpoint=checkpoint_last.pt path)."""
-    if "pretrained" not in _SHARED:
+def tokenizer(tmp_path_factory):
+    """-> dict(data=a data directory with dict.txt and spm.model, as scripts/prepare_data.sh
+    writes it, spm=its spm.model, dict=its dict.txt); the corpus is binarized there too."""
+    if "tokenizer" not in _SHARED:
         tmp = tmp_path_factory.mktemp("pretrained")
         rng = random.Random(0)
         with open(tmp / "corpus.txt", "w") as f:
@@ -39,8 +39,16 @@ def pretrained(tmp_path_factory):
             for line in f:
                 out.write(" ".join(sp.encode(line.strip(), out_type=str)) + "\n" if line.strip() else "\n")
         data = binarize(tmp / "corpus.bpe", tmp / "corpus.bpe", tmp / "bin", in_process=True)
-        shutil.copy(tmp / "spm.model", data / "spm.model")  # the layout of scripts/prepare_data.sh
-        train(data, tmp / "ckpt", "--max-update", "2", "--no-epoch-checkpoints")
-        _SHARED["pretrained"] = {"data": data, "spm": data / "spm.model", "dict": data / "dict.txt",
-                                 "checkpoint": tmp / "ckpt" / "checkpoint_last.pt"}
+        shutil.copy(tmp / "spm.model", data / "spm.model")
+        _SHARED["tokenizer"] = {"data": data, "spm": data / "spm.model", "dict": data / "dict.txt"}
+    return _SHARED["tokenizer"]
+
+
+def pretrained(tmp_path_factory):
+    """``tokenizer`` plus checkpoint=checkpoint_last.pt of 2 pre-training updates on its corpus."""
+    if "pretrained" not in _SHARED:
+        tok = tokenizer(tmp_path_factory)
+        save = tok["data"].parent / "ckpt"
+        train(tok["data"], save, "--max-update", "2", "--no-epoch-checkpoints")
+        _SHARED["pretrained"] = dict(tok, checkpoint=save / "checkpoint_last.pt")
     return _SHARED["pretrained"]

@@ -16,9 +16,8 @@ from fairseq.data import Dictionary
 from cli import ENV, REPO, submit
 from fairseq_pmlm.data.glue_tsv import TASKS, GlueFormatError, read_glue_tsv
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model, dictionary_digest, nlu_layout
-from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
 from helpers import make_dictionary
-from nlu import MARK, pretrained, sentence
+from nlu import pretrained, sentence, tokenizer
 
 PREPARE = os.path.join(REPO, "scripts", "glue", "prepare_glue.py")
 FINETUNE = os.path.join(REPO, "scripts", "glue", "finetune_glue.sh")
@@ -242,3 +241,21 @@ def test_recipe_fine_tunes_a_pretrained_checkpoint_to_tell_which_segment_has_the
 def test_recipe_regression_correlates_with_the_score(recipe):
     lines = recipe["STS-B"].result()
     assert metric(lines, "pearson") >= 85 and metric(lines, "spearman") >= 85, lines
+
+
+def test_mnli_matched_and_mismatched_dev_sets_become_valid_and_valid1(tmp_path_factory, tmp_path):
+    from fairseq.data import data_utils
+
+    pre = tokenizer(tmp_path_factory)
+    head = "\t".join(f"c{i}" for i in range(8)) + "\tsentence1\tsentence2\tlabel1\tgold_label"
+    for split, n in (("train", 3), ("dev_matched", 2), ("dev_mismatched", 1)):
+        rows = ["\t".join(["x"] * 8 + [f"ka lo {split}", "mi", "neutral", "entailment"]) for _ in range(n)]
+        write(tmp_path / f"{split}.tsv", head + "\n" + "\n".join(rows) + "\n")
+    prepare("--task", "MNLI", "--glue-dir", tmp_path, "--spm-model", pre["spm"], "--srcdict", pre["dict"],
+            "--destdir", tmp_path / "bin")
+    d = Dictionary.load(str(tmp_path / "bin" / "input0" / "dict.txt"))
+    sizes = {s: len(data_utils.load_indexed_dataset(str(tmp_path / "bin" / "input0" / s), d))
+             for s in ("train", "valid", "valid1")}
+    assert sizes == {"train": 3, "valid": 2, "valid1": 1}
+    labels = Dictionary.load(str(tmp_path / "bin" / "label" / "dict.txt"))
+    assert labels.symbols[labels.nspecial:] == list(TASKS["MNLI"].labels)  # class i = labels[i] everywhere

@@ -5,6 +5,7 @@ import inspect
 import json
 import os
 import random
+import re
 import sys
 
 import pytest
@@ -49,9 +50,10 @@ def test_char_spans_round_trip_through_tokens_on_real_text(text_spm):
     toks = align(text_spm, text)
     assert len(toks) > 500
     for i in range(len(toks)):  # every token covers text inside one word, in order
-        assert toks.starts[i] <= toks.ends[i] and not text[toks.starts[i]:toks.ends[i]].strip() != text[toks.starts[i]:toks.ends[i]]
+        covered = text[toks.starts[i]:toks.ends[i]]
+        assert toks.starts[i] <= toks.ends[i] and not any(ch.isspace() for ch in covered)
         assert i == 0 or toks.starts[i] >= toks.starts[i - 1]
-    words = [(m.start(), m.end()) for m in __import__("re").finditer(r"\S+", text)]
+    words = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
     for _ in range(2000):  # a random run of whole words maps to tokens and back to itself
         a = rng.randrange(len(words))
         b = min(len(words) - 1, a + rng.randrange(8))
@@ -97,6 +99,39 @@ def test_answer_targets_point_into_the_window_that_holds_them():
             assert f.start == f.end == 0  # [SOS]
         assert f.tokens[:3] == [d.bos(), d.index("w99"), d.eos()] and f.tokens[-1] == d.eos()
     assert sum(f.start > 0 for f in feats) >= 2  # the answer is in more than one window
+
+
+def test_decoding_picks_the_best_legal_span_and_says_no_answer_above_the_threshold():
+    import torch
+    from fairseq_pmlm.data.squad_decode import best_answer
+
+    d = make_dictionary()
+    context = " ".join(f"w{i}" for i in range(12))
+    toks = align(type("SP", (), {"encode": lambda self, w, out_type: [w]})(), context)
+    enc = EncodedExample([d.index("w99")], toks, [d.index(p) for p in toks.pieces], None)
+    feats = make_features(0, enc, d, max_positions=16, doc_stride=4)  # room 13: one window
+    example = SquadExample("q", "w99", context)
+
+    def logits(f, start_at, end_at, null=0.0):
+        s, e = torch.full((len(f.tokens),), -5.0), torch.full((len(f.tokens),), -5.0)
+        s[0] = e[0] = null
+        for tok, score in start_at.items():
+            if f.window_start <= tok < f.window_start + f.window_len:
+                s[f.passage_offset + tok - f.window_start] = score
+        for tok, score in end_at.items():
+            if f.window_start <= tok < f.window_start + f.window_len:
+                e[f.passage_offset + tok - f.window_start] = score
+        return s, e
+
+    # the best start and end (w3, w2) are in the wrong order; w3..w10 is 8 tokens long
+    lg = [logits(f, {3: 9.0, 9: 4.0}, {2: 9.0, 10: 4.0, 11: 3.0}) for f in feats]
+    assert len(feats) == 1
+    assert best_answer(example, enc, feats, lg, max_answer_len=3)[0] == "w9 w10"
+    assert best_answer(example, enc, feats, lg, max_answer_len=8)[0] == "w3 w4 w5 w6 w7 w8 w9 w10"
+    # SQuAD 2.0: null score 2 * 5 against 4 + 5.5 -> odds 0.5: "" at threshold 0, the span at 1
+    lg = [logits(f, {9: 4.0}, {10: 5.5}, null=5.0) for f in feats]
+    assert best_answer(example, enc, feats, lg, version_2=True) == ("", pytest.approx(0.5))
+    assert best_answer(example, enc, feats, lg, version_2=True, null_threshold=1.0)[0] == "w9 w10"
 
 
 # ---------------------------------------------------------------- official EM / F1

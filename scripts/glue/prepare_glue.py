@@ -23,17 +23,18 @@ import sentencepiece as spm
 from fairseq_pmlm.data.glue_tsv import TASKS, GlueFormatError, read_glue_tsv
 
 
-def binarize(text_prefix, destdir, srcdict, split):
-    """fairseq-preprocess --only-source, in this process (the same code as the CLI)."""
+def binarize(text, destdir, srcdict, split):
+    """fairseq-preprocess --only-source of one text file into DESTDIR/SPLIT.{bin,idx} (and
+    dict.txt), in this process (the same code as the CLI). It names its outputs after the
+    flag (train/valid), so it writes into a scratch folder and the files are moved."""
     from fairseq import options
     from fairseq_cli import preprocess
 
     # it logs its whole namespace per call: keep warnings and errors only
     for name in ("fairseq", "fairseq_cli"):
         logging.getLogger(name).setLevel(logging.WARNING)
-
-    args = ["--only-source", "--srcdict", srcdict, "--destdir", destdir, "--workers", "1",
-            "--trainpref" if split == "train" else "--validpref", text_prefix]
+    scratch = os.path.join(destdir, "_scratch")
+    args = ["--only-source", "--srcdict", srcdict, "--destdir", scratch, "--workers", "1", "--trainpref", text]
     log = logging.getLogger("fairseq_cli.preprocess")
     before = list(log.handlers)
     try:
@@ -42,11 +43,10 @@ def binarize(text_prefix, destdir, srcdict, split):
         for h in log.handlers[len(before):]:
             log.removeHandler(h)
             h.close()
-    if split != "train":  # --validpref writes "valid"; MNLI's second dev set is "valid1"
-        for ext in ("bin", "idx"):
-            produced = os.path.join(destdir, f"valid.{ext}")
-            if split != "valid":
-                os.replace(produced, os.path.join(destdir, f"{split}.{ext}"))
+    for ext in ("bin", "idx"):
+        os.replace(os.path.join(scratch, f"train.{ext}"), os.path.join(destdir, f"{split}.{ext}"))
+    os.replace(os.path.join(scratch, "dict.txt"), os.path.join(destdir, "dict.txt"))
+    shutil.rmtree(scratch)
 
 
 def main():
