@@ -11,6 +11,7 @@ class SquadDataset(FairseqDataset):
         self.sizes = np.array([len(f.tokens) for f in features], dtype=np.int64)
 
     def __getitem__(self, i):
+        # features stay plain Python objects; the collater builds the batch tensors from them
         return i
 
     def __len__(self):
