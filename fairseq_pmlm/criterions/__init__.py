@@ -1,1 +1,1 @@
-from . import pmlm, pmlm_seq2seq  # noqa: F401
+from . import pmlm, pmlm_seq2seq, squad  # noqa: F401

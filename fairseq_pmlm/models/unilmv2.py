@@ -3,19 +3,26 @@
 Dataclass registration (not legacy ``add_args``) keeps checkpoints loadable under torch's
 ``weights_only=True`` default.
 """
+import copy
 import hashlib
 import logging
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn as nn
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from fairseq.utils import safe_getattr
 
+from ..modules.attention_rule import CONTEXT
 from ..modules.transformer import TransformerShape, UniLMv2Transformer
+from ..tasks.pseudo_masked_lm import MASK_SYMBOL, PSEUDO_SYMBOL
+from .heads import SentenceClassificationHead, SpanPredictionHead
 from .seq2seq_views import UniLMv2Decoder, UniLMv2Encoder
 
-from ..tasks.pseudo_masked_lm import PSEUDO_SYMBOL  # noqa: E402
+# fairseq's sentence_prediction (and masked_lm) task adds this one symbol to dict.txt
+FAIRSEQ_MASK_SYMBOL = "<mask>"
+HEAD_KINDS = ("classification_heads", "span_heads")
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +43,48 @@ class UniLMv2Config(FairseqDataclass):
     no_rel_pos: bool = field(
         default=False, metadata={"help": "disable the relative position bias ('-- rel pos' ablation)"}
     )
+    pooler_dropout: float = field(
+        default=0.1, metadata={"help": "dropout of the sentence classification head (after the [SOS] pooler)"}
+    )
     attention_impl: ChoiceEnum(["sdpa", "reference"]) = field(
         default="sdpa",
         metadata={"help": "sdpa: PyTorch fused attention; reference: explicit softmax (for checks)"},
     )
+
+
+def model_dictionary(dictionary):
+    """The dictionary the embedding table is laid out for: dict.txt's symbols, [MASK], [P].
+
+    Our tasks add [MASK] and [P] to dict.txt; fairseq's own ``sentence_prediction`` adds just
+    ``<mask>``, at the same index as our [MASK]. Reading that ``<mask>`` as [MASK] and adding
+    [P] gives the pre-training layout, so a pre-trained checkpoint (digest, embedding size)
+    loads under fairseq's task unchanged; [P] simply never occurs in its inputs.
+    """
+    if dictionary.index(PSEUDO_SYMBOL) != dictionary.unk():
+        return dictionary
+    if dictionary.symbols[-1] == FAIRSEQ_MASK_SYMBOL and MASK_SYMBOL not in dictionary.indices:
+        canonical = copy.deepcopy(dictionary)
+        canonical.symbols[-1] = MASK_SYMBOL
+        canonical.indices = {s: i for i, s in enumerate(canonical.symbols)}
+        canonical.add_symbol(PSEUDO_SYMBOL)
+        return canonical
+    raise ValueError(f"the dictionary has no {PSEUDO_SYMBOL} symbol (load it with the plugin's tasks "
+                     "or fairseq's sentence_prediction)")
+
+
+def nlu_layout(tokens, pad, eos):
+    """(positions, segments, kinds, steps) of plain ``[SOS] A [EOS] (B [EOS])`` rows, right padded.
+
+    fairseq's sentence_prediction passes only ``src_tokens``, so the segment ids are read off
+    the tokens: everything after the first [EOS] is segment B (PMLM-SPEC 2 and 4 layout).
+    Every real token is CONTEXT at step 0: the whole input sees itself bidirectionally.
+    """
+    real = tokens.ne(pad)
+    is_eos = tokens.eq(eos).long()
+    segments = ((is_eos.cumsum(1) - is_eos) > 0).long() * real
+    positions = torch.arange(tokens.size(1), device=tokens.device).expand_as(tokens)
+    kinds = real.long() * CONTEXT
+    return positions, segments, kinds, torch.zeros_like(tokens)
 
 
 def dictionary_digest(dictionary):
@@ -53,7 +98,8 @@ class UniLMv2Model(BaseFairseqModel):
     def __init__(self, cfg: UniLMv2Config, dictionary):
         super().__init__()
         self.cfg = cfg
-        self.pad = dictionary.pad()
+        dictionary = model_dictionary(dictionary)
+        self.pad, self.bos, self.eos = dictionary.pad(), dictionary.bos(), dictionary.eos()
         self.transformer = UniLMv2Transformer(
             TransformerShape(
                 vocab_size=len(dictionary),
@@ -74,8 +120,9 @@ class UniLMv2Model(BaseFairseqModel):
         # a checkpoint remembers its dictionary, so loading it with another one fails loudly
         self.register_buffer("dictionary_digest", dictionary_digest(dictionary))
         pseudo_idx = dictionary.index(PSEUDO_SYMBOL)
-        if pseudo_idx == dictionary.unk():
-            raise ValueError(f"the dictionary has no {PSEUDO_SYMBOL} symbol (load it with the plugin's tasks)")
+        # task heads, registered by the fine-tuning tasks (fairseq's sentence_prediction, pmlm_squad)
+        self.classification_heads = nn.ModuleDict()
+        self.span_heads = nn.ModuleDict()
         # encoder/decoder views for fairseq's generator and encoder-decoder criteria
         self.encoder = UniLMv2Encoder(dictionary, self.transformer)
         self.decoder = UniLMv2Decoder(dictionary, self.transformer, pseudo_idx)
@@ -89,15 +136,41 @@ class UniLMv2Model(BaseFairseqModel):
             )
         return cls(cfg, task.source_dictionary)
 
+    def register_classification_head(self, name, num_classes=None, inner_dim=None, **kwargs):
+        """fairseq's sentence_prediction task calls this (as for RoBERTa)."""
+        dim = self.cfg.encoder_embed_dim
+        self.classification_heads[name] = SentenceClassificationHead(
+            dim, inner_dim or dim, num_classes, safe_getattr(self.cfg, "pooler_dropout", 0.1)
+        )
+
+    def register_span_head(self, name, **kwargs):
+        """Start/end logits per token (extractive QA, the plugin's pmlm_squad task)."""
+        self.span_heads[name] = SpanPredictionHead(self.cfg.encoder_embed_dim)
+
     def forward(self, src_tokens, positions=None, segments=None, kinds=None, steps=None, prefix_len=None,
-                masked_tokens=None, features_only=False, prev_output_tokens=None, src_lengths=None, **kwargs):
+                masked_tokens=None, features_only=False, prev_output_tokens=None, src_lengths=None,
+                classification_head_name=None, span_head_name=None, **kwargs):
         """Pre-training batches (``kinds``/``steps`` given): hidden states, or LM logits only
         where ``masked_tokens`` is True. Sequence-to-sequence batches (``prev_output_tokens``
         given): the logits of the [P] tokens, one per target token, as fairseq's
-        encoder-decoder models return them. ``prefix_len``: see ``attention_plan``."""
+        encoder-decoder models return them. ``prefix_len``: see ``attention_plan``.
+        Plain ``[SOS] A [EOS] (B [EOS])`` batches (only ``src_tokens``, as fairseq's
+        sentence_prediction gives): with ``classification_head_name`` that head's output on
+        [SOS]; with ``span_head_name`` that head's (start, end) logits; else hidden states."""
         if prev_output_tokens is not None:
             return self.decoder(prev_output_tokens, self.encoder(src_tokens, src_lengths), features_only=features_only)
+        if kinds is None:
+            positions, segments, kinds, steps = nlu_layout(src_tokens, self.pad, self.eos)
+            segments = segments.clamp(max=self.cfg.type_vocab_size - 1)
         x = self.transformer(src_tokens, positions, segments, kinds, steps, prefix_len=prefix_len)
+        if classification_head_name is not None:
+            if not bool(src_tokens[:, 0].eq(self.bos).all()):
+                # fairseq's sentence_prediction prepends [SOS] only with --init-token
+                raise ValueError(f"classification inputs must start with [SOS] (sentence_prediction: "
+                                 f"pass --init-token {self.bos})")
+            return self.classification_heads[classification_head_name](x[:, 0]), {}
+        if span_head_name is not None:
+            return self.span_heads[span_head_name](x), {}
         if features_only:
             return x, {}
         if masked_tokens is not None:
@@ -110,6 +183,36 @@ class UniLMv2Model(BaseFairseqModel):
     def max_decoder_positions(self):
         return self.cfg.max_positions
 
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        """Task heads, as RoBERTa handles them: a head the checkpoint lacks (a pre-trained
+        checkpoint has none) starts from this model's fresh weights; a checkpoint head of
+        other dimensions is dropped with a warning; one this model lacks is added to it."""
+        super().upgrade_state_dict_named(state_dict, name)
+        prefix = name + "." if name else ""
+        for kind in HEAD_KINDS:
+            heads = getattr(self, kind)
+            start = f"{prefix}{kind}."
+            names = {k[len(start):].split(".")[0] for k in state_dict if k.startswith(start)}
+            for head in names:
+                theirs = {k[len(start) + len(head) + 1:]: v for k, v in state_dict.items()
+                          if k.startswith(f"{start}{head}.")}
+                if head not in heads:
+                    if kind == "classification_heads":
+                        self.register_classification_head(head, theirs["out_proj.weight"].size(0),
+                                                          theirs["dense.weight"].size(0))
+                    else:
+                        self.register_span_head(head)
+                mine = heads[head].state_dict()
+                if any(k not in mine or mine[k].shape != v.shape for k, v in theirs.items()):
+                    logger.warning(f"dropping {kind[:-1].replace('_', ' ')} {head!r} from the checkpoint: "
+                                   "its dimensions differ from the current model's")
+                    for k in theirs:
+                        del state_dict[f"{start}{head}.{k}"]
+            for k, v in heads.state_dict().items():
+                if start + k not in state_dict:
+                    logger.info(f"{start + k}: not in the checkpoint, starts from fresh weights")
+                    state_dict[start + k] = v
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         theirs = state_dict.get("dictionary_digest")
@@ -127,6 +230,11 @@ class UniLMv2Model(BaseFairseqModel):
             logger.info(f"extending the position table from {old.size(0)} to {new_rows} rows")
             state_dict = dict(state_dict)
             state_dict[key] = old.repeat((new_rows + old.size(0) - 1) // old.size(0), 1)[:new_rows]
+        elif old is not None and old.size(0) > new_rows:
+            # fine-tuning with a smaller --max-positions: the first rows are the ones it uses
+            logger.info(f"keeping the first {new_rows} of the checkpoint's {old.size(0)} position rows")
+            state_dict = dict(state_dict)
+            state_dict[key] = old[:new_rows]
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
 

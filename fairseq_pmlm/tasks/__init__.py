@@ -1,1 +1,1 @@
-from . import pmlm_seq2seq, pseudo_masked_lm  # noqa: F401
+from . import pmlm_seq2seq, pseudo_masked_lm, squad  # noqa: F401

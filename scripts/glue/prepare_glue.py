@@ -1,0 +1,114 @@
+#!/usr/bin/env python
+"""One GLUE task folder (the TSV files of the GLUE download) -> the binarized layout of
+fairseq's sentence_prediction task, tokenised and numbered as in pre-training:
+
+    DESTDIR/input0/{train,valid}.{bin,idx}, dict.txt   sentence A (the pre-training dict.txt)
+    DESTDIR/input1/...                                 sentence B (pair tasks)
+    DESTDIR/label/...  or  label/{train,valid}.label   class labels, or STS-B's scores
+
+MNLI's dev_mismatched becomes ``valid1`` (``--valid-subset valid,valid1``).
+
+    python scripts/glue/prepare_glue.py --task RTE --glue-dir glue_data/RTE \
+        --spm-model data-bin/NAME/spm.model --srcdict data-bin/NAME/dict.txt --destdir data-bin/glue/RTE
+"""
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+
+import sentencepiece as spm
+
+from fairseq_pmlm.data.glue_tsv import TASKS, GlueFormatError, read_glue_tsv
+
+
+def binarize(text, destdir, srcdict, split):
+    """fairseq-preprocess --only-source of one text file into DESTDIR/SPLIT.{bin,idx} (and
+    dict.txt), in this process (the same code as the CLI). It names its outputs after the
+    flag (train/valid), so it writes into a scratch folder and the files are moved."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    # it logs its whole namespace per call: keep warnings and errors only
+    for name in ("fairseq", "fairseq_cli"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    scratch = os.path.join(destdir, "_scratch")
+    args = ["--only-source", "--srcdict", srcdict, "--destdir", scratch, "--workers", "1", "--trainpref", text]
+    log = logging.getLogger("fairseq_cli.preprocess")
+    before = list(log.handlers)
+    try:
+        preprocess.main(options.get_preprocessing_parser().parse_args(args))
+    finally:  # it adds a FileHandler per call
+        for h in log.handlers[len(before):]:
+            log.removeHandler(h)
+            h.close()
+    for ext in ("bin", "idx"):
+        os.replace(os.path.join(scratch, f"train.{ext}"), os.path.join(destdir, f"{split}.{ext}"))
+    os.replace(os.path.join(scratch, "dict.txt"), os.path.join(destdir, "dict.txt"))
+    shutil.rmtree(scratch)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--task", required=True, choices=sorted(TASKS))
+    p.add_argument("--glue-dir", required=True, help="the task's folder: train.tsv, dev.tsv (MNLI: dev_matched.tsv ...)")
+    p.add_argument("--spm-model", required=True, help="the pre-training sentencepiece model (data-bin/NAME/spm.model)")
+    p.add_argument("--srcdict", required=True, help="the pre-training dictionary (data-bin/NAME/dict.txt)")
+    p.add_argument("--destdir", required=True)
+    a = p.parse_args()
+    task = TASKS[a.task]
+    for f in (a.spm_model, a.srcdict):
+        if not os.path.isfile(f):
+            p.error(f"file not found: {f}")
+    sp = spm.SentencePieceProcessor(model_file=a.spm_model)
+    work = a.destdir.rstrip("/") + ".tmp"
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    names = ["train", "valid", "valid1"]
+    for i, split in enumerate(task.splits):
+        path = os.path.join(a.glue_dir, f"{split}.tsv")
+        if not os.path.isfile(path):
+            sys.exit(f"prepare_glue.py: error: {path}: not found (a GLUE {task.name} folder has "
+                     f"{', '.join(s + '.tsv' for s in task.splits)})")
+        try:
+            rows, skipped = read_glue_tsv(path, task)
+        except GlueFormatError as e:
+            sys.exit(f"prepare_glue.py: error: {e}")
+        if skipped:
+            print(f"prepare_glue: {path}: skipped {skipped} rows with missing columns (as the reference processors do)")
+        print(f"prepare_glue: {path}: {len(rows)} examples -> {names[i]}")
+        columns = {"input0": [r[0] for r in rows], "label": [r[2] for r in rows]}
+        if len(task.columns) > 1:
+            columns["input1"] = [r[1] for r in rows]
+        for key, lines in columns.items():
+            os.makedirs(os.path.join(work, key), exist_ok=True)
+            raw = os.path.join(work, key, f"{names[i]}.raw")
+            with open(raw, "w", encoding="utf-8") as out:
+                for line in lines:
+                    out.write((line if key == "label" else " ".join(sp.encode(line, out_type=str))) + "\n")
+            if key == "label" and task.labels is None:  # regression: sentence_prediction reads the text
+                os.replace(raw, os.path.join(work, key, f"{names[i]}.label"))
+                continue
+            if key == "label":  # a fixed label dictionary: class i is labels[i] on every split
+                srcdict = os.path.join(work, "labels.txt")
+                with open(srcdict, "w") as out:
+                    out.writelines(f"{label} 1\n" for label in task.labels)
+            else:
+                srcdict = a.srcdict
+            binarize(raw, os.path.join(work, key), srcdict, names[i])
+            os.remove(raw)
+        if i == 0:
+            n_train = len(rows)
+    with open(os.path.join(work, "meta.json"), "w") as out:  # finetune_glue.sh sizes its schedule from it
+        json.dump({"task": task.name, "train_examples": n_train, "metric": task.metric,
+                   "num_classes": len(task.labels) if task.labels else 1}, out)
+    if os.path.exists(os.path.join(work, "labels.txt")):
+        os.remove(os.path.join(work, "labels.txt"))
+    shutil.rmtree(a.destdir, ignore_errors=True)
+    os.replace(work, a.destdir)
+    print(f"prepare_glue: wrote {a.destdir}")
+
+
+if __name__ == "__main__":
+    main()

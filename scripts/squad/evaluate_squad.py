@@ -1,0 +1,34 @@
+#!/usr/bin/env python
+"""The official SQuAD v1.1 / v2.0 evaluation of a predictions.json:
+
+    python scripts/squad/evaluate_squad.py DATA.json predictions.json [--na-prob-file null_odds.json]
+"""
+import argparse
+import json
+import sys
+
+from fairseq_pmlm.data.squad_json import SquadFormatError, read_squad_json
+from fairseq_pmlm.scoring.squad_eval import evaluate
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("data_file")
+    p.add_argument("pred_file")
+    p.add_argument("--na-prob-file", help="SQuAD 2.0: no-answer scores, for the best threshold")
+    a = p.parse_args()
+    try:
+        examples, _ = read_squad_json(a.data_file, training=False, version_2=True)
+    except SquadFormatError as e:
+        sys.exit(f"evaluate_squad.py: error: {e}")
+    with open(a.pred_file) as f:
+        preds = json.load(f)
+    odds = None
+    if a.na_prob_file:
+        with open(a.na_prob_file) as f:
+            odds = json.load(f)
+    print(json.dumps(evaluate(examples, preds, odds), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+"""Sentence(-pair) classification and regression through fairseq's own sentence_prediction
+task and criterion (PMLM-SPEC section 4), and the GLUE recipe (scripts/glue/) end to end:
+TSV folder -> sentencepiece -> binarized with the pre-training dictionary -> fine-tuned from
+a pre-trained unilmv2 checkpoint -> the task's dev metric.
+"""
+import importlib.util
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+from fairseq.data import Dictionary
+
+from cli import ENV, REPO, submit
+from fairseq_pmlm.data.glue_tsv import TASKS, GlueFormatError, read_glue_tsv
+from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model, dictionary_digest, nlu_layout
+from helpers import make_dictionary
+from nlu import pretrained, sentence, tokenizer
+
+PREPARE = os.path.join(REPO, "scripts", "glue", "prepare_glue.py")
+FINETUNE = os.path.join(REPO, "scripts", "glue", "finetune_glue.sh")
+
+
+def tiny_model(d, seed=0):
+    torch.manual_seed(seed)
+    cfg = UniLMv2Config(encoder_layers=2, encoder_embed_dim=32, encoder_ffn_embed_dim=64, encoder_attention_heads=4)
+    return UniLMv2Model(cfg, d).eval()
+
+
+def sentence_prediction_dictionary(pmlm_dict, tmp_path):
+    """What fairseq's sentence_prediction task loads: dict.txt + <mask>."""
+    pmlm_dict.save(str(tmp_path / "dict.txt"))  # writes dict.txt's symbols plus [MASK] [P]
+    lines = (tmp_path / "dict.txt").read_text().splitlines()[:-2]
+    (tmp_path / "dict.txt").write_text("\n".join(lines) + "\n")
+    d = Dictionary.load(str(tmp_path / "dict.txt"))
+    d.add_symbol("<mask>")
+    return d
+
+
+# ---------------------------------------------------------------- model side, in process
+
+def test_pair_segment_ids_switch_after_the_first_eos():
+    d = make_dictionary()
+    s, e, p, w = d.bos(), d.eos(), d.pad(), d.nspecial
+    tokens = torch.tensor([[s, w, w, e, w, w, w, e],
+                           [s, w, e, w, e, p, p, p],
+                           [s, w, w, w, e, p, p, p]])  # a single sentence: all segment A
+    positions, segments, kinds, steps = nlu_layout(tokens, p, e)
+    assert segments.tolist() == [[0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 0, 1, 1, 0, 0, 0], [0] * 8]  # padding: 0
+    assert kinds.tolist()[1] == [1, 1, 1, 1, 1, 0, 0, 0] and not steps.any()  # CONTEXT, PAD
+    assert positions[2].tolist() == list(range(8))
+
+
+def test_classification_logits_depend_on_the_derived_segments():
+    """The same tokens with the segment embedding of B zeroed give other logits: the model
+    really feeds the derived segment ids (a pair is not read as one sentence)."""
+    d = make_dictionary()
+    model = tiny_model(d)
+    model.register_classification_head("h", num_classes=3)
+    model.eval()
+    w = d.nspecial
+    tokens = torch.tensor([[d.bos(), w, w + 1, d.eos(), w + 2, w + 3, d.eos()]])
+    with torch.no_grad():
+        pair = model(tokens, features_only=True, classification_head_name="h")[0]
+        model.transformer.embed_segments.weight[1] = model.transformer.embed_segments.weight[0]
+        as_one = model(tokens, features_only=True, classification_head_name="h")[0]
+    assert pair.shape == (1, 3) and not torch.allclose(pair, as_one)
+
+
+def test_fairseq_sentence_prediction_dictionary_matches_the_pretraining_layout(tmp_path):
+    pmlm = make_dictionary()
+    theirs = sentence_prediction_dictionary(pmlm, tmp_path)
+    model = tiny_model(theirs)
+    assert len(theirs) == len(pmlm) - 1  # <mask> in [MASK]'s place, no [P]
+    assert theirs.index("<mask>") == pmlm.index("[MASK]")
+    assert model.transformer.embed_tokens.num_embeddings == len(pmlm)
+    assert torch.equal(model.dictionary_digest, dictionary_digest(pmlm))
+
+
+def test_missing_head_is_added_and_a_head_of_other_size_replaced(tmp_path):
+    d = make_dictionary()
+    pretrained_state = tiny_model(d, seed=1).state_dict()  # no heads, as after pre-training
+    model = tiny_model(d, seed=2)
+    model.register_classification_head("glue", num_classes=3)
+    fresh = {k: v.clone() for k, v in model.classification_heads.state_dict().items()}
+    model.load_state_dict(dict(pretrained_state), strict=True)
+    assert torch.equal(model.transformer.embed_tokens.weight, pretrained_state["transformer.embed_tokens.weight"])
+    assert all(torch.equal(v, model.classification_heads.state_dict()[k]) for k, v in fresh.items())
+    # a fine-tuned checkpoint's 2-class head cannot fill a 3-class head: dropped, current one kept
+    other = tiny_model(d, seed=3)
+    other.register_classification_head("glue", num_classes=2)
+    model.load_state_dict(dict(other.state_dict()), strict=True)
+    assert model.classification_heads["glue"].out_proj.out_features == 3
+    assert all(torch.equal(v, model.classification_heads.state_dict()[k]) for k, v in fresh.items())
+
+
+def test_inputs_without_sos_fail_naming_the_flag():
+    d = make_dictionary()
+    model = tiny_model(d)
+    model.register_classification_head("h", num_classes=2)
+    with pytest.raises(ValueError, match="--init-token 0"):
+        model(torch.tensor([[d.nspecial, d.eos()]]), features_only=True, classification_head_name="h")
+
+
+# ---------------------------------------------------------------- GLUE TSV reading
+
+def write(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_tsv_columns_per_task(tmp_path):
+    cola = write(tmp_path / "cola.tsv", "gj04\t1\t\tThe sailors rode the breeze clear of the rocks.\n")
+    assert read_glue_tsv(cola, TASKS["CoLA"]) == ([("The sailors rode the breeze clear of the rocks.", None, "1")], 0)
+    mrpc = write(tmp_path / "mrpc.tsv", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t7\t8\tHe said \"yes.\tHe agreed\n")
+    assert read_glue_tsv(mrpc, TASKS["MRPC"]) == ([('He said "yes.', "He agreed", "1")], 0)
+    head = "\t".join(f"c{i}" for i in range(12))
+    mnli_dev = write(tmp_path / "mnli.tsv", head + "\t4\t5\t6\tgold_label\n" +
+                     "\t".join(["x"] * 8 + ["premise", "hypothesis"] + ["x"] * 5 + ["neutral"]) + "\n")
+    assert read_glue_tsv(mnli_dev, TASKS["MNLI"]) == ([("premise", "hypothesis", "neutral")], 0)
+
+
+def test_tsv_row_with_missing_columns_names_file_and_line(tmp_path):
+    rte = write(tmp_path / "train.tsv", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\tonly one\n")
+    with pytest.raises(GlueFormatError, match=r"train\.tsv:3: 2 tab-separated columns, RTE needs at least 4"):
+        read_glue_tsv(rte, TASKS["RTE"])
+    bad_label = write(tmp_path / "dev.tsv", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n")
+    with pytest.raises(GlueFormatError, match=r"dev\.tsv:2: RTE label 'maybe' is not one of"):
+        read_glue_tsv(bad_label, TASKS["RTE"])
+    bad_score = write(tmp_path / "sts.tsv", "h\n" + "\t".join(["x"] * 9 + ["high"]) + "\n")
+    with pytest.raises(GlueFormatError, match=r"sts\.tsv:2: STS-B score 'high' is not a number"):
+        read_glue_tsv(bad_score, TASKS["STS-B"])
+
+
+def test_qqp_rows_with_missing_columns_are_skipped_and_counted(tmp_path):
+    qqp = write(tmp_path / "train.tsv", "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+                "1\t1\t2\tq one?\tq two?\t0\n2\t3\t4\tbroken row\n3\t5\t6\tq?\tr?\t1\n4\t7\n")
+    rows, skipped = read_glue_tsv(qqp, TASKS["QQP"])
+    assert rows == [("q one?", "q two?", "0"), ("q?", "r?", "1")] and skipped == 2
+
+
+def prepare_script():
+    spec = importlib.util.spec_from_file_location("prepare_glue", PREPARE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def prepare(*args):
+    """scripts/glue/prepare_glue.py's main() in this process (saves a ~5 s fairseq import)."""
+    old = sys.argv
+    sys.argv = ["prepare_glue.py", *map(str, args)]
+    try:
+        prepare_script().main()
+    finally:
+        sys.argv = old
+
+
+def test_prepare_script_reports_the_bad_row_in_one_line(tmp_path, monkeypatch):
+    module = prepare_script()
+    (tmp_path / "RTE").mkdir()
+    write(tmp_path / "RTE" / "train.tsv", "index\tsentence1\tsentence2\tlabel\n0\tno label here\n")
+    write(tmp_path / "spm.model", "")
+    write(tmp_path / "dict.txt", "a 1\n")
+    monkeypatch.setattr(sys, "argv", ["prepare_glue.py", "--task", "RTE", "--glue-dir", str(tmp_path / "RTE"),
+                                      "--spm-model", str(tmp_path / "spm.model"), "--srcdict", str(tmp_path / "dict.txt"),
+                                      "--destdir", str(tmp_path / "out")])
+    monkeypatch.setattr(module.spm, "SentencePieceProcessor", lambda **kw: None)  # the model is never used
+    with pytest.raises(SystemExit) as e:
+        module.main()
+    assert str(e.value) == f"prepare_glue.py: error: {tmp_path / 'RTE' / 'train.tsv'}:2: 2 tab-separated columns, RTE needs at least 4"
+
+
+# ---------------------------------------------------------------- the recipe, end to end
+
+def marker_rte(folder, rng, sizes=(("train", 400), ("dev", 100))):
+    """RTE-format pairs: 'entailment' iff the marker word is in sentence 1, else it is in
+    sentence 2. Only the segment a token belongs to tells the two apart."""
+    folder.mkdir(parents=True)
+    for split, n in sizes:
+        with open(folder / f"{split}.tsv", "w") as f:
+            f.write("index\tsentence1\tsentence2\tlabel\n")
+            for i in range(n):
+                in_a = rng.random() < 0.5
+                a, b = sentence(rng, rng.randint(3, 7), int(in_a)), sentence(rng, rng.randint(3, 7), int(not in_a))
+                f.write(f"{i}\t{a}\t{b}\t{'entailment' if in_a else 'not_entailment'}\n")
+
+
+def counting_stsb(folder, rng, sizes=(("train", 400), ("dev", 100))):
+    """STS-B-format pairs scored 1.25 x (number of marker words in sentence 1, 0..3)."""
+    folder.mkdir(parents=True)
+    for split, n in sizes:
+        with open(folder / f"{split}.tsv", "w") as f:
+            f.write("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n")
+            for i in range(n):
+                k = rng.randint(0, 3)
+                f.write(f"{i}\tg\tf\t2012\t{i}\ts\ts\t{sentence(rng, rng.randint(3, 6), k)}\t"
+                        f"{sentence(rng, rng.randint(3, 6))}\t{1.25 * k:.3f}\n")
+
+
+def finetune(task, data, tmp, pre):
+    """finetune_glue.sh (tiny model, an lr for a tiny model; the rest the paper's schedule
+    shape); returns its summary lines."""
+    env = {**os.environ, **ENV}
+    proc = subprocess.run(["bash", FINETUNE, "--data", data, "--checkpoint", pre["checkpoint"],
+                           "--save-dir", tmp / f"ft-{task}", "--arch", "unilmv2_tiny", "--lr", "1e-3",
+                           "--batch-size", "16", "--epochs", "6", "--", "--cpu", "--num-workers", "0",
+                           "--dropout", "0", "--attention-dropout", "0", "--max-positions", "64"],
+                          capture_output=True, text=True, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return [line for line in proc.stdout.splitlines() if line.startswith("finetune_glue: ")]
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory):
+    pre = pretrained(tmp_path_factory)
+    tmp = tmp_path_factory.mktemp("glue")
+    rng = random.Random(1)
+    marker_rte(tmp / "RTE", rng)
+    counting_stsb(tmp / "STS-B", rng)
+    jobs = {}
+    for task in ("RTE", "STS-B"):
+        prepare("--task", task, "--glue-dir", tmp / task, "--spm-model", pre["spm"], "--srcdict", pre["dict"],
+                "--destdir", tmp / f"bin-{task}")
+        jobs[task] = submit(finetune, task, tmp / f"bin-{task}", tmp, pre)
+    return jobs
+
+
+def metric(lines, name):
+    last = lines[-1]
+    return float(last.split(f"{name} ")[1].split(",")[0])
+
+
+def test_recipe_fine_tunes_a_pretrained_checkpoint_to_tell_which_segment_has_the_marker(recipe):
+    lines = recipe["RTE"].result()
+    assert metric(lines, "accuracy") >= 95, lines
+
+
+def test_recipe_regression_correlates_with_the_score(recipe):
+    lines = recipe["STS-B"].result()
+    assert metric(lines, "pearson") >= 85 and metric(lines, "spearman") >= 85, lines
+
+
+def test_mnli_matched_and_mismatched_dev_sets_become_valid_and_valid1(tmp_path_factory, tmp_path):
+    from fairseq.data import data_utils
+
+    pre = tokenizer(tmp_path_factory)
+    head = "\t".join(f"c{i}" for i in range(8)) + "\tsentence1\tsentence2\tlabel1\tgold_label"
+    for split, n in (("train", 3), ("dev_matched", 2), ("dev_mismatched", 1)):
+        rows = ["\t".join(["x"] * 8 + [f"ka lo {split}", "mi", "neutral", "entailment"]) for _ in range(n)]
+        write(tmp_path / f"{split}.tsv", head + "\n" + "\n".join(rows) + "\n")
+    prepare("--task", "MNLI", "--glue-dir", tmp_path, "--spm-model", pre["spm"], "--srcdict", pre["dict"],
+            "--destdir", tmp_path / "bin")
+    d = Dictionary.load(str(tmp_path / "bin" / "input0" / "dict.txt"))
+    sizes = {s: len(data_utils.load_indexed_dataset(str(tmp_path / "bin" / "input0" / s), d))
+             for s in ("train", "valid", "valid1")}
+    assert sizes == {"train": 3, "valid": 2, "valid1": 1}
+    labels = Dictionary.load(str(tmp_path / "bin" / "label" / "dict.txt"))
+    assert labels.symbols[labels.nspecial:] == list(TASKS["MNLI"].labels)  # class i = labels[i] everywhere

@@ -1,0 +1,266 @@
+"""Extractive QA (SQuAD v1.1/v2.0): text <-> token alignment, passage windows, the official
+EM/F1 and no-answer threshold, bad input, and fine-tuning through ``fairseq-train --task
+pmlm_squad`` followed by scripts/squad/predict_squad.py on a tiny learnable set."""
+import inspect
+import json
+import os
+import random
+import re
+import sys
+
+import pytest
+import sentencepiece as spm
+
+from cli import REPO, run, submit
+from fairseq_pmlm.data.span_alignment import align
+from fairseq_pmlm.data.squad_features import make_features, max_context, windows, EncodedExample
+from fairseq_pmlm.data.squad_json import SquadExample, SquadFormatError, read_squad_json
+from fairseq_pmlm.scoring.squad_eval import compute_exact, compute_f1, evaluate, find_best_thresh, normalize_answer
+from helpers import make_dictionary
+from nlu import WORDS, MARK, pretrained
+
+sys.path.insert(0, os.path.join(REPO, "scripts", "squad"))
+from predict_squad import predict  # noqa: E402
+
+
+# ---------------------------------------------------------------- alignment and windows
+
+def stdlib_text():
+    """Real English with punctuation: docstrings of stdlib modules, plus unicode and runs of
+    whitespace (tabs, newlines, no-break spaces) that sentencepiece normalises away."""
+    import argparse, collections, email, json as j, logging, string, textwrap  # noqa: E401
+    docs = [inspect.getdoc(m) or "" for m in (argparse, collections, email, j, logging, string, textwrap)]
+    docs += [inspect.getdoc(f) or "" for f in (textwrap.fill, collections.Counter, logging.basicConfig)]
+    extra = "Café naïve façade — “quoted” 東京 ＡＢＣ ﬁnance Ωmega  \t two\u00a0spaces\n\n  end."
+    return "\n".join(docs) + " " + extra
+
+
+@pytest.fixture(scope="module")
+def text_spm(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("spm")
+    (tmp / "text.txt").write_text(stdlib_text())
+    spm.SentencePieceTrainer.train(input=str(tmp / "text.txt"), model_prefix=str(tmp / "m"), vocab_size=400,
+                                   model_type="bpe", minloglevel=2)
+    return spm.SentencePieceProcessor(model_file=str(tmp / "m.model"))
+
+
+def test_char_spans_round_trip_through_tokens_on_real_text(text_spm):
+    rng = random.Random(0)
+    text = stdlib_text()
+    toks = align(text_spm, text)
+    assert len(toks) > 500
+    for i in range(len(toks)):  # every token covers text inside one word, in order
+        covered = text[toks.starts[i]:toks.ends[i]]
+        assert toks.starts[i] <= toks.ends[i] and not any(ch.isspace() for ch in covered)
+        assert i == 0 or toks.starts[i] >= toks.starts[i - 1]
+    words = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    for _ in range(2000):  # a random run of whole words maps to tokens and back to itself
+        a = rng.randrange(len(words))
+        b = min(len(words) - 1, a + rng.randrange(8))
+        span = (words[a][0], words[b][1])
+        first, last = toks.token_span(*span)
+        assert toks.char_span(first, last) == span, text[span[0]:span[1]]
+    for i in range(len(toks)):  # and a token's own span maps back to it (or to its word)
+        if toks.ends[i] > toks.starts[i]:
+            first, last = toks.token_span(toks.starts[i], toks.ends[i])
+            assert first <= i <= last and toks.starts[first] == toks.starts[i]
+    # the unicode tail: text that NFKC changes still maps back to the original characters
+    tail = text.index("Café")
+    first, last = toks.token_span(tail, tail + len("Café naïve façade"))
+    assert text[slice(*toks.char_span(first, last))] == "Café naïve façade"
+    first, last = toks.token_span(text.index("ＡＢＣ"), text.index("ＡＢＣ") + 3)
+    assert text[slice(*toks.char_span(first, last))] == "ＡＢＣ"
+
+
+@pytest.mark.parametrize("n,room,stride", [(1, 5, 2), (5, 5, 2), (6, 5, 2), (100, 27, 8), (97, 10, 10), (40, 7, 13)])
+def test_windows_cover_every_passage_token(n, room, stride):
+    spans = windows(n, room, stride)
+    covered = set()
+    for s, length in spans:
+        assert 0 < length <= room and s + length <= n
+        covered.update(range(s, s + length))
+    assert covered == set(range(n))
+    assert all(b[0] - a[0] == min(stride, a[1]) for a, b in zip(spans, spans[1:]))
+    for t in range(n):  # exactly one window scores each token
+        assert sum(max_context(spans, i, t) for i in range(len(spans))) == 1
+
+
+def test_answer_targets_point_into_the_window_that_holds_them():
+    d = make_dictionary()
+    toks = align(type("SP", (), {"encode": lambda self, w, out_type: [w]})(), " ".join(f"w{i}" for i in range(30)))
+    ids = [d.index(p) for p in toks.pieces]
+    enc = EncodedExample([d.index("w99")], toks, ids, (12, 14))
+    feats = make_features(0, enc, d, max_positions=14, doc_stride=4)  # room 10: windows at 0, 4, 8, ...
+    for f in feats:
+        inside = f.window_start <= 12 and 14 < f.window_start + f.window_len
+        if inside:
+            assert f.tokens[f.start:f.end + 1] == ids[12:15]
+        else:
+            assert f.start == f.end == 0  # [SOS]
+        assert f.tokens[:3] == [d.bos(), d.index("w99"), d.eos()] and f.tokens[-1] == d.eos()
+    assert sum(f.start > 0 for f in feats) >= 2  # the answer is in more than one window
+
+
+def test_decoding_picks_the_best_legal_span_and_says_no_answer_above_the_threshold():
+    import torch
+    from fairseq_pmlm.data.squad_decode import best_answer
+
+    d = make_dictionary()
+    context = " ".join(f"w{i}" for i in range(12))
+    toks = align(type("SP", (), {"encode": lambda self, w, out_type: [w]})(), context)
+    enc = EncodedExample([d.index("w99")], toks, [d.index(p) for p in toks.pieces], None)
+    feats = make_features(0, enc, d, max_positions=16, doc_stride=4)  # room 13: one window
+    example = SquadExample("q", "w99", context)
+
+    def logits(f, start_at, end_at, null=0.0):
+        s, e = torch.full((len(f.tokens),), -5.0), torch.full((len(f.tokens),), -5.0)
+        s[0] = e[0] = null
+        for tok, score in start_at.items():
+            if f.window_start <= tok < f.window_start + f.window_len:
+                s[f.passage_offset + tok - f.window_start] = score
+        for tok, score in end_at.items():
+            if f.window_start <= tok < f.window_start + f.window_len:
+                e[f.passage_offset + tok - f.window_start] = score
+        return s, e
+
+    # the best start and end (w3, w2) are in the wrong order; w3..w10 is 8 tokens long
+    lg = [logits(f, {3: 9.0, 9: 4.0}, {2: 9.0, 10: 4.0, 11: 3.0}) for f in feats]
+    assert len(feats) == 1
+    assert best_answer(example, enc, feats, lg, max_answer_len=3)[0] == "w9 w10"
+    assert best_answer(example, enc, feats, lg, max_answer_len=8)[0] == "w3 w4 w5 w6 w7 w8 w9 w10"
+    # SQuAD 2.0: null score 2 * 5 against 4 + 5.5 -> odds 0.5: "" at threshold 0, the span at 1
+    lg = [logits(f, {9: 4.0}, {10: 5.5}, null=5.0) for f in feats]
+    assert best_answer(example, enc, feats, lg, version_2=True) == ("", pytest.approx(0.5))
+    assert best_answer(example, enc, feats, lg, version_2=True, null_threshold=1.0)[0] == "w9 w10"
+
+
+# ---------------------------------------------------------------- official EM / F1
+
+def ex(qid, *answers, impossible=False):
+    return SquadExample(qid, "q?", "context", [(a, 0) for a in answers], impossible)
+
+
+def test_normalisation_is_the_official_one():
+    assert normalize_answer("The  Eiffel-Tower!") == "eiffeltower"
+    assert normalize_answer("An apple, a pear and THE plum.") == "apple pear and plum"
+    assert normalize_answer("theatre anthem") == "theatre anthem"  # articles only as whole words
+
+
+def test_exact_match_and_f1_hand_values():
+    assert compute_exact("the Eiffel Tower", "Eiffel tower.") == 1
+    assert compute_f1("Denver Broncos", "the Broncos") == pytest.approx(2 / 3)  # p 1, r 1/2
+    assert compute_f1("in the year 1990", "year 1990 and 1991") == pytest.approx(2 * (2 / 4) * (2 / 3) / (2 / 4 + 2 / 3))
+    assert compute_f1("", "") == 1 and compute_f1("", "x") == 0 and compute_f1("a", "") == 1  # "a" normalises to ""
+    examples = [ex("1", "Denver Broncos", "the Denver Broncos", "Broncos"), ex("2", "1990s", "the 1990s"),
+                ex("3", "Saint Peter's", "St. Peter"), ex("4", impossible=True)]
+    preds = {"1": "Broncos!", "2": "the 1990", "3": "Peter", "4": ""}
+    out = evaluate(examples, preds)
+    # 1: exact via "Broncos"; 2: 0 / 0; 3: f1 max(2*(1/1)*(1/2)/(1.5), same) = 2/3; 4: "" == "" both 1
+    assert out["exact"] == pytest.approx(100 * 2 / 4)
+    assert out["f1"] == pytest.approx(100 * (1 + 0 + 2 / 3 + 1) / 4)
+    assert out["HasAns_total"] == 3 and out["NoAns_exact"] == 100
+
+
+def test_best_no_answer_threshold_hand_values():
+    examples = [ex("a", "x"), ex("b", "y"), ex("c", impossible=True), ex("d", impossible=True)]
+    preds = {"a": "x", "b": "wrong", "c": "z", "d": ""}
+    odds = {"a": 0.1, "b": 0.5, "c": 0.9, "d": 0.3}
+    exact = {"a": 1, "b": 0, "c": 0, "d": 1}
+    has = {"a": True, "b": True, "c": False, "d": False}
+    # all "" : 2 right. Sorted by odds a(+1)=3, d(0)=3, b(0)=3, c(-1)=2: best 3/4 at threshold 0.1
+    assert find_best_thresh(preds, exact, odds, has) == (75.0, 0.1)
+    out = evaluate(examples, preds, odds)
+    assert out["best_exact"] == 75.0 and out["best_exact_thresh"] == 0.1 and out["exact"] == 50.0
+
+
+# ---------------------------------------------------------------- bad input
+
+def squad_file(tmp_path, qas, context="The cat sat on the mat.", name="train.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}))
+    return path
+
+
+def test_malformed_json_names_file_line_and_column(tmp_path):
+    path = tmp_path / "dev.json"
+    path.write_text('{"data": [\n  {"title": "x",, }\n]}')
+    with pytest.raises(SquadFormatError, match=r"dev\.json: line 2 column 17: malformed JSON"):
+        read_squad_json(path, training=False, version_2=False)
+
+
+def test_empty_question_names_file_and_id(tmp_path):
+    path = squad_file(tmp_path, [{"id": "q7", "question": "  ", "answers": [{"text": "cat", "answer_start": 4}]}])
+    with pytest.raises(SquadFormatError, match=r"train\.json: question q7: empty question"):
+        read_squad_json(path, training=True, version_2=False)
+
+
+def test_answer_not_matching_the_passage_is_skipped_and_counted(tmp_path, caplog):
+    qas = [{"id": "ok", "question": "Who?", "answers": [{"text": "cat", "answer_start": 4}]},
+           {"id": "off", "question": "Who?", "answers": [{"text": "cat", "answer_start": 5}]},
+           {"id": "typo", "question": "Where?", "answers": [{"text": "rug", "answer_start": 19}]}]
+    path = squad_file(tmp_path, qas)
+    examples, skipped = read_squad_json(path, training=True, version_2=False)
+    assert [e.qid for e in examples] == ["ok"] and skipped == 2
+    assert "skipped 2 questions" in caplog.text and "off, typo" in caplog.text
+    examples, skipped = read_squad_json(path, training=False, version_2=False)  # evaluation keeps gold texts
+    assert len(examples) == 3 and skipped == 0
+
+
+def test_v2_question_in_a_v1_run_names_the_flag(tmp_path):
+    path = squad_file(tmp_path, [{"id": "n1", "question": "Why?", "answers": [], "is_impossible": True}])
+    with pytest.raises(SquadFormatError, match=r"question n1: is_impossible in a SQuAD v1.1 run \(pass --squad-v2"):
+        read_squad_json(path, training=True, version_2=False)
+
+
+# ---------------------------------------------------------------- fine-tuning end to end
+
+def marker_squad(path, rng, n):
+    """Passages of the tiny language; the answer to "zz ?" is the marker and the word after it,
+    and a third of the passages have no marker (SQuAD 2.0: unanswerable). Passages run to 40
+    words, so with --max-positions 32 they span several windows."""
+    paragraphs = []
+    for i in range(n):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(6, 40))]
+        answerable = rng.random() < 2 / 3
+        k = rng.randrange(len(words) - 2)
+        if answerable:
+            words.insert(k, MARK)
+        # a run of spaces after the first word of every passage
+        starts, context = [], ""
+        for j, w in enumerate(words):
+            context += ("" if j == 0 else "  " if j == 1 else " ")
+            starts.append(len(context))
+            context += w
+        qa = {"id": f"q{i}", "question": f"{MARK} ?", "is_impossible": not answerable, "answers": []}
+        if answerable:
+            answer = context[starts[k]:starts[k + 1] + len(words[k + 1])]
+            qa["answers"] = [{"text": answer, "answer_start": starts[k]}]
+        paragraphs.append({"context": context, "qas": [qa]})
+    path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "marker", "paragraphs": paragraphs}]}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def fine_tuned(tmp_path_factory):
+    pre = pretrained(tmp_path_factory)
+    tmp = tmp_path_factory.mktemp("squad")
+    rng = random.Random(2)
+    train_json, dev_json = marker_squad(tmp / "train.json", rng, 400), marker_squad(tmp / "dev.json", rng, 100)
+    job = submit(run, "fairseq-train", pre["data"], "--user-dir", os.path.join(REPO, "fairseq_pmlm"),
+                 "--task", "pmlm_squad", "--train-json", train_json, "--valid-json", dev_json, "--squad-v2",
+                 "--max-positions", "32", "--doc-stride", "8", "--max-query-len", "8",
+                 "--arch", "unilmv2_tiny", "--criterion", "pmlm_squad", "--finetune-from-model", pre["checkpoint"],
+                 "--optimizer", "adam", "--lr", "3e-3", "--lr-scheduler", "polynomial_decay", "--warmup-updates", "20",
+                 "--total-num-update", "300", "--max-update", "300", "--batch-size", "32", "--validate-interval", "100",
+                 "--dropout", "0", "--attention-dropout", "0", "--save-dir", tmp / "ckpt", "--no-epoch-checkpoints",
+                 "--cpu", "--num-workers", "0", "--log-format", "json", "--seed", "1")
+    return {"proc": job, "dev": dev_json, "ckpt": tmp / "ckpt" / "checkpoint_last.pt"}
+
+
+def test_fine_tuned_span_model_reaches_high_exact_match_with_unanswerable_questions(fine_tuned):
+    fine_tuned["proc"].result()
+    examples, preds, odds, v2 = predict(fine_tuned["ckpt"], fine_tuned["dev"], cpu=True)
+    out = evaluate(examples, preds, odds)
+    print("squad tiny dev:", json.dumps(out))
+    assert v2 and out["total"] == 100
+    assert out["exact"] >= 90 and out["HasAns_exact"] >= 85 and out["NoAns_exact"] >= 85, out
