@@ -139,6 +139,21 @@ def test_converted_bert_equals_hugging_face_hidden_states_and_mlm_logits(bert_di
     assert torch.equal(w[d.index("[P]")], w[d.index("[MASK]")]) and info["pseudo_from_mask"]
 
 
+def test_zero_relative_table_keeps_the_bert_outputs_and_loads_with_default_flags(bert_dir, tmp_path, vocab_tokens):
+    hf = bert_dir[1]
+    info = convert.import_checkpoint(str(bert_dir[0]), str(tmp_path / "z"), zero_rel_pos=(32, 128))
+    assert "--no-rel-pos" not in info["flags"]
+    model, _ = load_fairseq(tmp_path / "z")
+    assert model.transformer.rel_pos_bias is not None and not model.transformer.rel_pos_bias.weight.any()
+    ids, mask, types = batch(len(vocab_tokens), seed=11)
+    with torch.no_grad():
+        want = hf(input_ids=ids, attention_mask=mask.long(), token_type_ids=types, output_hidden_states=True)
+    h, _ = ours(model, fairseq_ids(ids, vocab.map_vocab(vocab_tokens))[0], mask, types)
+    diff = (h - want.hidden_states[-1])[mask].abs().max().item()
+    print(f"\nBERT import with a zero relative table: max |hidden diff| {diff:.2e}")
+    assert diff < 1e-5
+
+
 def test_dict_txt_rebuilds_the_converted_rows_and_the_checkpoint_digest(bert_dir, converted_bert, vocab_tokens):
     from fairseq_pmlm.models.unilmv2 import dictionary_digest
     from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
@@ -442,6 +457,8 @@ BAD = {
                                                ["num_hidden_layers 3", "layers 0, 1"]),
     "config_hidden_disagrees_with_weights": (dict(edit_config=lambda c: c.update(hidden_size=48, num_attention_heads=4)),
                                              ["has shape", "config.json implies"]),
+    "announced_relative_table_missing": (dict(edit_config=lambda c: c.update(rel_pos_bins=32, max_rel_pos=128)),
+                                         ["missing key(s)", "bert.encoder.rel_pos_bias.weight"]),
     "unsupported_activation": (dict(edit_config=lambda c: c.__setitem__("hidden_act", "gelu_new")), ["hidden_act 'gelu_new'"]),
 }
 

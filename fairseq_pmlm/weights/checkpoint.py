@@ -14,6 +14,8 @@ from contextlib import contextmanager
 
 import torch
 
+from .layouts import ConversionError
+
 USER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # the archs registered in models/unilmv2.py: (layers, dim, ffn, heads)
@@ -35,15 +37,11 @@ def pick_arch(shape, requested=None):
     sizes = tuple(getattr(shape, f) for f in SIZE_FLAGS)
     if requested is not None:
         if requested in ARCH_SIZES and ARCH_SIZES[requested] != sizes:
-            from .layouts import ConversionError
-
             raise ConversionError(
                 f"--arch {requested} is (layers, hidden, ffn, heads) = {ARCH_SIZES[requested]} but "
                 f"config.json says {sizes}"
             )
         if requested not in ARCH_SIZES and requested != "unilmv2":
-            from .layouts import ConversionError
-
             raise ConversionError(f"--arch {requested!r} is not one of unilmv2, {', '.join(ARCH_SIZES)}")
         return requested
     return next((a for a, s in ARCH_SIZES.items() if s == sizes), "unilmv2")
@@ -100,8 +98,6 @@ def atomic_directory(out_dir, force=False):
     block finishes, so a failure never leaves a partial output behind."""
     out_dir = os.path.abspath(out_dir)
     if os.path.exists(out_dir) and not force:
-        from .layouts import ConversionError
-
         raise ConversionError(f"{out_dir} exists (pass --force to replace it)")
     parent = os.path.dirname(out_dir)
     os.makedirs(parent, exist_ok=True)

@@ -146,57 +146,65 @@ def layout_name(state):
 def to_plugin(state, shape: Shape):
     """Source state dict -> {plugin key: tensor} in the source's vocab order (the caller
     permutes the vocab rows), plus a list of notes for the log. Raises ConversionError."""
-    src, out, notes = _Source(state), {}, []
-    out["embed_tokens.weight"] = src.take("embeddings.word_embeddings.weight")
-    out["embed_positions.weight"] = src.take("embeddings.position_embeddings.weight")
-    out["embed_segments.weight"] = src.take("embeddings.token_type_embeddings.weight")
-    out["embed_ln.weight"] = src.take("embeddings.LayerNorm.weight")
-    out["embed_ln.bias"] = src.take("embeddings.LayerNorm.bias")
+    src, out, origin, notes = _Source(state), {}, {}, []
+
+    def put(ours, theirs):
+        out[ours], origin[ours] = src.take(theirs), src.name(theirs)
+
+    put("embed_tokens.weight", "embeddings.word_embeddings.weight")
+    put("embed_positions.weight", "embeddings.position_embeddings.weight")
+    put("embed_segments.weight", "embeddings.token_type_embeddings.weight")
+    put("embed_ln.weight", "embeddings.LayerNorm.weight")
+    put("embed_ln.bias", "embeddings.LayerNorm.bias")
     tables = [k for k in REL_TABLE_KEYS if src.has(k)]
     if len(tables) > 1:
         raise ConversionError(f"two relative tables: {_first(src.name(k) for k in tables)}")
-    if tables:
-        if shape.rel_pos_buckets <= 0:
-            raise ConversionError(f"{src.name(tables[0])} is present but config.json has no rel_pos_bins/max_rel_pos")
-        out["rel_pos_bias.weight"] = src.take(tables[0])
-    elif shape.rel_pos_buckets > 0:
-        src.take(REL_TABLE_KEYS[0])  # reported as missing
+    if tables and shape.rel_pos_buckets <= 0:
+        raise ConversionError(f"{src.name(tables[0])} is present but config.json has no rel_pos_bins/max_rel_pos")
+    if tables or shape.rel_pos_buckets > 0:  # absent but announced by the config: reported as missing
+        put("rel_pos_bias.weight", tables[0] if tables else REL_TABLE_KEYS[0])
     layers = sorted({int(k.split(".")[2]) for k in src.sd if k.startswith("encoder.layer.")})
-    if layers and layers != list(range(len(layers))) or len(layers) != shape.encoder_layers:
+    if layers != list(range(shape.encoder_layers)):
         raise ConversionError(
             f"config.json says num_hidden_layers {shape.encoder_layers} but the checkpoint has "
             f"layers {_first(map(str, layers), 5) or 'none'}"
         )
     for i in range(shape.encoder_layers):
         s, d = f"encoder.layer.{i}.", f"layers.{i}."
-        if src.has(s + "attention.self.qkv_linear.weight"):
-            qkv = src.take(s + "attention.self.qkv_linear.weight")
-            q_bias, v_bias = src.take(s + "attention.self.q_bias"), src.take(s + "attention.self.v_bias")
-            if qkv is not None and qkv.size(0) % 3:
-                raise ConversionError(f"{src.name(s + 'attention.self.qkv_linear.weight')} has {qkv.size(0)} rows, not 3 x hidden")
-            if qkv is not None:
-                out[d + "attn.query.weight"], out[d + "attn.key.weight"], out[d + "attn.value.weight"] = qkv.chunk(3, 0)
-            out[d + "attn.query.bias"], out[d + "attn.value.bias"] = q_bias, v_bias
+        fused = s + "attention.self.qkv_linear.weight"
+        if src.has(fused):
+            qkv = src.take(fused)
+            if qkv.dim() != 2 or qkv.size(0) % 3:
+                raise ConversionError(f"{src.name(fused)} has shape {list(qkv.shape)}, not [3 x hidden, hidden]")
+            for p, w in zip(("query", "key", "value"), qkv.chunk(3, 0)):
+                out[d + f"attn.{p}.weight"], origin[d + f"attn.{p}.weight"] = w, src.name(fused)
+            put(d + "attn.query.bias", s + "attention.self.q_bias")
+            put(d + "attn.value.bias", s + "attention.self.v_bias")
+            v_bias = out[d + "attn.value.bias"]
             out[d + "attn.key.bias"] = None if v_bias is None else torch.zeros_like(v_bias)
+            origin[d + "attn.key.bias"] = src.name(s + "attention.self.v_bias")
         else:
             for p in ("query", "key", "value"):
-                out[d + f"attn.{p}.weight"] = src.take(s + f"attention.self.{p}.weight")
-                out[d + f"attn.{p}.bias"] = src.take(s + f"attention.self.{p}.bias")
+                put(d + f"attn.{p}.weight", s + f"attention.self.{p}.weight")
+                put(d + f"attn.{p}.bias", s + f"attention.self.{p}.bias")
         for ours, theirs in (("attn.out", "attention.output.dense"), ("attn_ln", "attention.output.LayerNorm"),
                              ("fc1", "intermediate.dense"), ("fc2", "output.dense"), ("ffn_ln", "output.LayerNorm")):
-            out[d + ours + ".weight"] = src.take(s + theirs + ".weight")
-            out[d + ours + ".bias"] = src.take(s + theirs + ".bias")
+            put(d + ours + ".weight", s + theirs + ".weight")
+            put(d + ours + ".bias", s + theirs + ".bias")
     if any(k.startswith(HEAD) for k in src.sd):
-        out["lm_head.dense.weight"] = src.take(HEAD + "transform.dense.weight")
-        out["lm_head.dense.bias"] = src.take(HEAD + "transform.dense.bias")
-        out["lm_head.ln.weight"] = src.take(HEAD + "transform.LayerNorm.weight")
-        out["lm_head.ln.bias"] = src.take(HEAD + "transform.LayerNorm.bias")
-        out["lm_head.bias"] = src.take(HEAD + "bias")
+        put("lm_head.dense.weight", HEAD + "transform.dense.weight")
+        put("lm_head.dense.bias", HEAD + "transform.dense.bias")
+        put("lm_head.ln.weight", HEAD + "transform.LayerNorm.weight")
+        put("lm_head.ln.bias", HEAD + "transform.LayerNorm.bias")
+        put("lm_head.bias", HEAD + "bias")
         _check_tied(src, out)
     else:
         notes.append("no MLM head in the checkpoint (a bare BertModel): the LM head starts freshly initialised")
     src.check_complete()
-    _check_shapes(out, shape, src)
+    want = expected_shapes(shape)
+    for k, v in out.items():
+        if list(v.shape) != want[k]:
+            raise ConversionError(f"{origin[k]} has shape {list(v.shape)} but config.json implies {want[k]}")
     if shape.type_vocab_size < 2:
         # the tasks use segment 1 for S2 and for targets: zero rows change nothing already learnt
         rows = out["embed_segments.weight"]
@@ -238,16 +246,6 @@ def expected_shapes(shape: Shape):
         want[d + "fc1.weight"], want[d + "fc1.bias"] = [F, C], [F]
         want[d + "fc2.weight"], want[d + "fc2.bias"] = [C, F], [C]
     return want
-
-
-def _check_shapes(out, shape, src):
-    want = expected_shapes(shape)
-    for k, v in out.items():
-        if list(v.shape) != want[k]:
-            raise ConversionError(
-                f"{k} ({'from ' + src.prefix + 'encoder/embeddings' if not k.startswith('lm_head') else 'MLM head'}) "
-                f"has shape {list(v.shape)} but config.json implies {want[k]}"
-            )
 
 
 def from_plugin(tensors, shape: Shape):
