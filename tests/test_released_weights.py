@@ -346,11 +346,54 @@ def jobs(tmp_path_factory, text, converted_bert):
         (d / f"{name}.pieces").write_text("\n".join(enc.encode_lines(lines)) + "\n")
     data = cli.binarize(d / "train.pieces", d / "valid.pieces", d / "bin", srcdict=out / "dict.txt", in_process=True)
     flags = ["--arch", info["arch"], *info["flags"], "--max-update", "1", "--no-save", "--log-interval", "1"]
-    training = cli.submit(cli.train_many, [
-        (data, d / "ft", "--finetune-from-model", out / "model.pt", *flags),
-        (data, d / "rs", "--restore-file", out / "model.pt", *flags),
-    ])
-    return {"recipe": cli.submit(recipe, text, out, d), "training": training}
+    pairs = seq2seq_pairs(text, enc, out, d / "s2s")
+    runs = [(data, d / "ft", "--finetune-from-model", out / "model.pt", *flags),
+            (data, d / "rs", "--restore-file", out / "model.pt", *flags)]
+    # two chains of about equal length, one per pool worker
+    return {"recipe": cli.submit(recipe, text, out, d), "training": cli.submit(train_then_generate, runs, out, pairs)}
+
+
+def seq2seq_pairs(text, enc, out, d):
+    """A few (docstring sentence -> its first words) pairs, WordPiece-encoded and binarized
+    in-process with the converted dictionary on both sides, for fairseq-generate."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    d.mkdir()
+    heads = [" ".join(t.split()[:4]) for t in text]
+    fits = [6 < len(p.split()) <= 40 and len(h.split()) <= 12  # 48 source and 16 target positions
+            for p, h in zip(enc.encode_lines(text), enc.encode_lines(heads))]
+    src = [t for t, ok in zip(text, fits) if ok][:12]
+    tgt = [h for h, ok in zip(heads, fits) if ok][:12]
+    for lang, lines in (("source", src), ("target", tgt)):
+        (d / f"test.{lang}").write_text("\n".join(enc.encode_lines(lines)) + "\n")
+    args = ["--source-lang", "source", "--target-lang", "target", "--testpref", d / "test", "--destdir", d / "bin",
+            "--srcdict", out / "dict.txt", "--tgtdict", out / "dict.txt", "--workers", "1"]
+    log = preprocess.logger
+    before = list(log.handlers)
+    try:  # it adds a FileHandler per call: close it again
+        preprocess.main(options.get_preprocessing_parser().parse_args(list(map(str, args))))
+    finally:
+        for h in log.handlers[len(before):]:
+            log.removeHandler(h)
+            h.close()
+    return d / "bin", src, tgt
+
+
+def train_then_generate(runs, out, pairs):
+    """fairseq-train from the converted checkpoint (both ways, one process), then
+    fairseq-generate --bpe bert on the seq2seq pairs."""
+    import cli
+
+    trained = cli.train_many(runs)
+    bin_dir, src, tgt = pairs
+    gen = cli.run("fairseq-generate", bin_dir, "--user-dir", cli.USER_DIR, "--task", "pmlm_seq2seq",
+                  "--path", out / "model.pt", "--gen-subset", "test", "--max-source-positions", "48",
+                  "--max-target-positions", "16", "--beam", "2", "--max-len-b", "4", "--batch-size", "16",
+                  # this fairseq build drops a last batch smaller than the multiple (default 8)
+                  "--required-batch-size-multiple", "1",
+                  "--bpe", "bert", "--bpe-vocab-file", out / "vocab.txt", "--cpu")
+    return trained, (gen.stdout, src, tgt)
 
 
 @pytest.fixture(scope="module")
@@ -395,10 +438,22 @@ def test_bert_bpe_detokenises_recipe_pieces_as_the_tokenizer_decodes(wordpiece_d
         assert " ##" not in text and text == tok.decode(ids, clean_up_tokenization_spaces=True)
 
 
+def test_fairseq_generate_with_bert_bpe_prints_detokenised_sources_and_targets(jobs, converted_bert):
+    from transformers import BertTokenizer
+
+    stdout, src, tgt = jobs["training"].result()[1]
+    tok = BertTokenizer(str(converted_bert[0] / "vocab.txt"), do_lower_case=True)
+    detok = lambda s: tok.decode(tok(s, add_special_tokens=False)["input_ids"], clean_up_tokenization_spaces=True)  # noqa: E731
+    for tag, lines in (("S", src), ("T", tgt)):
+        got = {int(l.split("\t")[0][2:]): l.split("\t")[1] for l in stdout.splitlines() if l.startswith(tag + "-")}
+        assert got == {i: detok(line) for i, line in enumerate(lines)}
+    assert sum(l.startswith("D-") for l in stdout.splitlines()) == len(src)
+
+
 def test_converted_checkpoint_trains_with_finetune_from_model_and_restore_file(jobs):
     import cli
 
-    finetune, restore = jobs["training"].result()
+    finetune, restore = jobs["training"].result()[0]
     for proc in finetune, restore:
         assert proc.returncode == 0, proc.stdout[-3000:]
         first = cli.records(proc)[0]
