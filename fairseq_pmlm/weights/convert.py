@@ -29,8 +29,6 @@ import torch
 from . import checkpoint, layouts, vocab
 from .layouts import ConversionError
 
-logger = logging.getLogger("fairseq_pmlm.convert")
-
 
 # ---------------------------------------------------------------- finding the source files
 def _one(pattern, what, where):

@@ -12,12 +12,9 @@ it at ``bert.rel_pos_bias.weight``; both are read).
 Everything is checked against ``config.json`` before any tensor is used; errors are one
 line and name the offending keys.
 """
-import logging
 from dataclasses import dataclass
 
 import torch
-
-logger = logging.getLogger(__name__)
 
 
 class ConversionError(ValueError):
