@@ -154,6 +154,20 @@ def test_zero_relative_table_keeps_the_bert_outputs_and_loads_with_default_flags
     assert diff < 1e-5
 
 
+def test_bare_bert_model_without_head_converts_with_the_same_hidden_states(bert_dir, tmp_path, vocab_tokens):
+    hf = bert_dir[1].bert  # a BertModel: keys without "bert.", a pooler, no MLM head
+    hf.save_pretrained(tmp_path / "bare")
+    vocab.write_vocab(tmp_path / "bare" / "vocab.txt", vocab_tokens)
+    info = convert.import_checkpoint(str(tmp_path / "bare"), str(tmp_path / "out"))
+    assert any("no MLM head" in n for n in info["notes"])
+    model, _ = load_fairseq(tmp_path / "out")
+    ids, mask, types = batch(len(vocab_tokens), seed=13)
+    with torch.no_grad():
+        want = hf(input_ids=ids, attention_mask=mask.long(), token_type_ids=types).last_hidden_state
+    h, _ = ours(model, fairseq_ids(ids, vocab.map_vocab(vocab_tokens))[0], mask, types)
+    assert (h - want)[mask].abs().max().item() < 1e-5
+
+
 def test_dict_txt_rebuilds_the_converted_rows_and_the_checkpoint_digest(bert_dir, converted_bert, vocab_tokens):
     from fairseq_pmlm.models.unilmv2 import dictionary_digest
     from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
