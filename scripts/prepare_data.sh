@@ -2,18 +2,23 @@
 # Data recipe: raw text (one sentence per line, a blank line between documents)
 #   -> sentencepiece BPE (trained here, or --spm-model) -> pieces, blank lines kept blank
 #   -> fairseq-preprocess --only-source -> DESTDIR/NAME (dict.txt, {train,valid}.{bin,idx}, spm.model)
+# or, for imported BERT/UniLMv2 weights, a BERT vocab.txt instead of sentencepiece:
+#   --wordpiece-vocab vocab.txt -> transformers' BertTokenizer pieces, written as the symbols of
+#   the dictionary convert_checkpoint.py makes from that vocab (so the ids are the tokenizer's,
+#   in the converted row order) -> DESTDIR/NAME (dict.txt, vocab.txt, {train,valid}.{bin,idx}).
 # Blank lines become items of size 1 (just </s>): the task reads them as document boundaries.
 # [MASK] and [P] are not written into dict.txt: the task adds them.
 #
 #   bash scripts/prepare_data.sh --train TRAIN.txt --valid VALID.txt --name NAME \
-#       [--vocab-size 8000 | --spm-model M.model [--srcdict dict.txt]] [--destdir data-bin] [--workers 2]
+#       [--vocab-size 8000 | --spm-model M.model [--srcdict dict.txt]
+#        | --wordpiece-vocab vocab.txt [--wordpiece-case auto|cased|uncased]] [--destdir data-bin] [--workers 2]
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck disable=SC1091
 [ -f "$ROOT/.venv/bin/activate" ] && source "$ROOT/.venv/bin/activate"
 
 die() { echo "prepare_data.sh: error: $*" >&2; exit 2; }
-TRAIN= VALID= NAME= SPM= SRCDICT= VOCAB=8000 DEST="$ROOT/data-bin" WORKERS=2
+TRAIN= VALID= NAME= SPM= SRCDICT= WP= WPCASE=auto VOCAB=8000 DEST="$ROOT/data-bin" WORKERS=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --train) TRAIN=${2-} ;;
@@ -21,6 +26,8 @@ while [ $# -gt 0 ]; do
     --name) NAME=${2-} ;;
     --spm-model) SPM=${2-} ;;
     --srcdict) SRCDICT=${2-} ;;
+    --wordpiece-vocab) WP=${2-} ;;
+    --wordpiece-case) WPCASE=${2-} ;;
     --vocab-size) VOCAB=${2-} ;;
     --destdir) DEST=${2-} ;;
     --workers) WORKERS=${2-} ;;
@@ -31,8 +38,10 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$TRAIN" ] && [ -n "$VALID" ] && [ -n "$NAME" ] || die "--train, --valid and --name are required"
 [[ "$NAME" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || die "--name must be a plain directory name: $NAME"
-[ -z "$SRCDICT" ] || [ -n "$SPM" ] || die "--srcdict needs the --spm-model it was made with"
-for f in "$TRAIN" "$VALID" ${SPM:+"$SPM"} ${SRCDICT:+"$SRCDICT"}; do
+[ -z "$SRCDICT" ] || [ -n "$SPM" ] || [ -n "$WP" ] || die "--srcdict needs the --spm-model it was made with"
+[ -z "$WP" ] || [ -z "$SPM" ] || die "--wordpiece-vocab and --spm-model exclude each other"
+[[ "$WPCASE" =~ ^(auto|cased|uncased)$ ]] || die "--wordpiece-case must be auto, cased or uncased"
+for f in "$TRAIN" "$VALID" ${SPM:+"$SPM"} ${SRCDICT:+"$SRCDICT"} ${WP:+"$WP"}; do
   [ -f "$f" ] || die "file not found: $f"
 done
 grep -q '[^[:space:]]' "$TRAIN" || die "training file has no text (only blank lines or empty): $TRAIN"
@@ -43,15 +52,27 @@ mkdir -p "$DEST"
 TMP=$(mktemp -d "$DEST/.prepare_data.XXXXXX")  # same filesystem as DEST, so the final mv is a rename
 trap 'rm -rf "$TMP"' EXIT
 mkdir "$TMP/bin"
-if [ -n "$SPM" ]; then
-  cp "$SPM" "$TMP/bin/spm.model"
+if [ -n "$WP" ]; then
+  echo "prepare_data: WordPiece-encoding $TRAIN and $VALID with $WP"
+  cp "$WP" "$TMP/bin/vocab.txt"  # for fairseq-generate --bpe bert --bpe-vocab-file
+  python "$ROOT/scripts/wordpiece_encode.py" --vocab "$WP" --case "$WPCASE" --dict-out "$TMP/wp.dict.txt" \
+    --inputs "$TRAIN" "$VALID" --outputs "$TMP/train.bpe" "$TMP/valid.bpe"
+  # the dictionary is the vocab's (the converter's): a given --srcdict must be that one
+  if [ -n "$SRCDICT" ] && ! cmp -s "$SRCDICT" "$TMP/wp.dict.txt"; then
+    die "--srcdict $SRCDICT is not the dictionary of $WP (use the dict.txt convert_checkpoint.py wrote beside it)"
+  fi
+  SRCDICT="$TMP/wp.dict.txt"
 else
-  echo "prepare_data: training sentencepiece (bpe, vocab $VOCAB) on $TRAIN"
-  TRAIN_SPM=(--train-from "$TRAIN" --vocab-size "$VOCAB")
+  if [ -n "$SPM" ]; then
+    cp "$SPM" "$TMP/bin/spm.model"
+  else
+    echo "prepare_data: training sentencepiece (bpe, vocab $VOCAB) on $TRAIN"
+    TRAIN_SPM=(--train-from "$TRAIN" --vocab-size "$VOCAB")
+  fi
+  echo "prepare_data: encoding $TRAIN and $VALID"
+  python "$ROOT/scripts/spm_encode.py" --model "$TMP/bin/spm.model" ${TRAIN_SPM[@]+"${TRAIN_SPM[@]}"} \
+    --inputs "$TRAIN" "$VALID" --outputs "$TMP/train.bpe" "$TMP/valid.bpe"
 fi
-echo "prepare_data: encoding $TRAIN and $VALID"
-python "$ROOT/scripts/spm_encode.py" --model "$TMP/bin/spm.model" ${TRAIN_SPM[@]+"${TRAIN_SPM[@]}"} \
-  --inputs "$TRAIN" "$VALID" --outputs "$TMP/train.bpe" "$TMP/valid.bpe"
 
 echo "prepare_data: fairseq-preprocess --only-source"
 # the dictionary is built from the training pieces (--thresholdsrc 0: keep every piece), or given

@@ -1,0 +1,127 @@
+"""fairseq checkpoint files for imported weights, and atomic output directories.
+
+A converted checkpoint looks like one ``fairseq-train`` saved before its first update:
+the full ``cfg`` (made by fairseq's own training parser, so every group the hub
+interface and ``load_model_ensemble_and_task`` read is there), the model state, one
+optimizer-history entry at update 0, no optimizer state and a fresh train iterator. So
+``--finetune-from-model`` and ``--restore-file`` both accept it, and it loads under
+torch's ``weights_only=True``: it holds only tensors and plain containers.
+"""
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+
+import torch
+
+from .layouts import ConversionError
+
+USER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# the archs registered in models/unilmv2.py: (layers, dim, ffn, heads)
+ARCH_SIZES = {
+    "unilmv2_base": (12, 768, 3072, 12),
+    "unilmv2_large": (24, 1024, 4096, 16),
+    "unilmv2_small": (4, 256, 1024, 4),
+    "unilmv2_tiny": (2, 64, 128, 4),
+}
+SIZE_FLAGS = ("encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads")
+# model options beyond the arch sizes, with the defaults of UniLMv2Config
+OTHER_FLAGS = {"max_positions": 512, "type_vocab_size": 2, "layernorm_eps": 1e-12, "dropout": 0.1,
+               "attention_dropout": 0.1, "rel_pos_buckets": 32, "max_rel_distance": 128}
+
+
+def pick_arch(shape, requested=None):
+    """The registered arch whose sizes match (``unilmv2`` with explicit sizes if none
+    does). ``requested``: the user's ``--arch``, which must match the config."""
+    sizes = tuple(getattr(shape, f) for f in SIZE_FLAGS)
+    if requested is not None:
+        if requested in ARCH_SIZES and ARCH_SIZES[requested] != sizes:
+            raise ConversionError(
+                f"--arch {requested} is (layers, hidden, ffn, heads) = {ARCH_SIZES[requested]} but "
+                f"config.json says {sizes}"
+            )
+        if requested not in ARCH_SIZES and requested != "unilmv2":
+            raise ConversionError(f"--arch {requested!r} is not one of unilmv2, {', '.join(ARCH_SIZES)}")
+        return requested
+    return next((a for a, s in ARCH_SIZES.items() if s == sizes), "unilmv2")
+
+
+def model_flags(shape, arch):
+    """The fairseq-train model flags that rebuild exactly this model (besides ``--arch``)."""
+    flags = []
+    if arch == "unilmv2":
+        flags += [f"--{f.replace('_', '-')}={getattr(shape, f)}" for f in SIZE_FLAGS]
+    for f, default in OTHER_FLAGS.items():
+        v = getattr(shape, f)
+        if f in ("rel_pos_buckets", "max_rel_distance") and shape.rel_pos_buckets == 0:
+            continue
+        if v != default:
+            flags.append(f"--{f.replace('_', '-')}={v}")
+    if shape.rel_pos_buckets == 0:
+        flags.append("--no-rel-pos")
+    return flags
+
+
+def training_cfg(data_dir, shape, arch, bpe_vocab=None, cased=False):
+    """The cfg ``fairseq-train DATA --task pseudo_masked_lm --arch ARCH ...`` would save."""
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from omegaconf import OmegaConf
+
+    argv = [data_dir, "--user-dir", USER_DIR, "--task", "pseudo_masked_lm", "--criterion", "pmlm",
+            "--arch", arch, "--tokens-per-sample", str(min(512, shape.max_positions)),
+            "--optimizer", "adam", *model_flags(shape, arch)]
+    if bpe_vocab:
+        argv += ["--bpe", "bert", "--bpe-vocab-file", bpe_vocab] + (["--bpe-cased"] if cased else [])
+    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    return OmegaConf.to_container(convert_namespace_to_omegaconf(args), resolve=True, enum_to_str=True)
+
+
+def checkpoint_state(cfg, model_state):
+    return {
+        "args": None,
+        "cfg": cfg,
+        "model": {k: v.detach().clone() for k, v in model_state.items()},
+        "criterion": None,
+        "optimizer_history": [{"criterion_name": "PMLMCriterion", "optimizer_name": "FairseqAdam",
+                               "lr_scheduler_state": {"best": None}, "num_updates": 0}],
+        "task_state": {},
+        "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True, "version": 2}},
+        "last_optimizer_state": None,
+    }
+
+
+@contextmanager
+def atomic_directory(out_dir, force=False):
+    """Yields a temp directory beside ``out_dir``; it becomes ``out_dir`` only if the
+    block finishes, so a failure never leaves a partial output behind."""
+    out_dir = os.path.abspath(out_dir)
+    if os.path.exists(out_dir) and not force:
+        raise ConversionError(f"{out_dir} exists (pass --force to replace it)")
+    parent = os.path.dirname(out_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", dir=parent)
+    try:
+        yield tmp
+        if os.path.exists(out_dir):
+            old = tmp + ".old"
+            os.rename(out_dir, old)
+            os.rename(tmp, out_dir)
+            shutil.rmtree(old)
+        else:
+            os.rename(tmp, out_dir)
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp)
+
+
+def load(path):
+    """A fairseq checkpoint, read as fairseq reads it (``weights_only=True`` by default)."""
+    from fairseq import checkpoint_utils
+
+    return checkpoint_utils.load_checkpoint_to_cpu(path)
+
+
+def save(state, path):
+    torch.save(state, path)

@@ -1,0 +1,266 @@
+"""Import released BERT / UniLMv2 weights as a fairseq checkpoint, and export back.
+
+    python scripts/convert_checkpoint.py import SRC OUTDIR [--arch A] [--cased|--uncased] [--zero-rel-pos]
+    python scripts/convert_checkpoint.py export CHECKPOINT OUTDIR [--dict dict.txt] [--vocab vocab.txt]
+
+import: SRC is a Hugging Face BERT directory (``model.safetensors`` or ``pytorch_model.bin``,
+``config.json``, ``vocab.txt``) or a released UniLMv2 weights file (``unilm2-base-uncased.bin``,
+with ``unilm2-base-uncased-config.json`` and ``-vocab.txt`` beside it). OUTDIR gets
+``model.pt`` (fairseq checkpoint), ``dict.txt`` (for ``fairseq-preprocess --srcdict`` and the
+tasks) and ``vocab.txt`` (for ``--bpe bert --bpe-vocab-file`` and the data recipe).
+
+export: OUTDIR gets a Hugging Face BERT directory (``config.json``, ``model.safetensors``,
+``vocab.txt``) that ``BertForMaskedLM.from_pretrained`` reads; the relative table rides
+along under UniLMv2's key ``bert.encoder.rel_pos_bias.weight`` with s2s-ft's config keys
+``rel_pos_bins``/``max_rel_pos``.
+
+Everything is read and checked before anything is written; outputs appear whole or not at all.
+"""
+import argparse
+import glob
+import json
+import logging
+import os
+import sys
+from dataclasses import asdict, fields, replace
+
+import torch
+
+from . import checkpoint, layouts, vocab
+from .layouts import ConversionError
+
+
+# ---------------------------------------------------------------- finding the source files
+def _one(pattern, what, where):
+    hits = sorted(glob.glob(pattern))
+    if len(hits) > 1:
+        raise ConversionError(f"several {what} files in {where}: {', '.join(map(os.path.basename, hits))}")
+    return hits[0] if hits else None
+
+
+def locate(src, weights=None, config=None, vocab_file=None):
+    """(weights, config.json, vocab.txt) of a BERT directory or a released UniLMv2 file."""
+    if os.path.isdir(src):
+        d = src
+        weights = weights or next(
+            (os.path.join(d, n) for n in ("model.safetensors", "pytorch_model.bin") if os.path.isfile(os.path.join(d, n))),
+            None,
+        ) or _one(os.path.join(d, "*.bin"), "weights", d)
+        config = config or (os.path.join(d, "config.json") if os.path.isfile(os.path.join(d, "config.json"))
+                            else _one(os.path.join(d, "*-config.json"), "config", d))
+        vocab_file = vocab_file or (os.path.join(d, "vocab.txt") if os.path.isfile(os.path.join(d, "vocab.txt"))
+                                    else _one(os.path.join(d, "*-vocab.txt"), "vocab", d))
+    elif os.path.isfile(src):
+        d, stem = os.path.dirname(os.path.abspath(src)), os.path.splitext(os.path.basename(src))[0]
+        weights = weights or src
+        beside = lambda name: next((p for p in (os.path.join(d, f"{stem}-{name}"), os.path.join(d, name))  # noqa: E731
+                                    if os.path.isfile(p)), None)
+        config, vocab_file = config or beside("config.json"), vocab_file or beside("vocab.txt")
+    else:
+        raise ConversionError(f"not found: {src}")
+    for what, path in (("weights", weights), ("config.json", config), ("vocab.txt", vocab_file)):
+        if not path or not os.path.isfile(path):
+            raise ConversionError(f"no {what} found for {src}" + (f" ({path} missing)" if path else ""))
+    return weights, config, vocab_file
+
+
+def read_weights(path):
+    try:
+        if path.endswith(".safetensors"):
+            from safetensors.torch import load_file
+
+            return load_file(path)
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001  (any unreadable file: one line naming it)
+        raise ConversionError(f"cannot read weights from {path}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
+    if not isinstance(state, dict):
+        raise ConversionError(f"{path} holds a {type(state).__name__}, not a state dict")
+    return state
+
+
+def read_casing(config_path, tokens, override=None):
+    """cased or not: the flag, else tokenizer_config.json's do_lower_case, else the vocab."""
+    if override is not None:
+        return override
+    tk = os.path.join(os.path.dirname(config_path), "tokenizer_config.json")
+    if os.path.isfile(tk):
+        with open(tk) as f:
+            lower = json.load(f).get("do_lower_case")
+        if lower is not None:
+            return not lower
+    return vocab.vocab_is_cased(tokens)
+
+
+# ---------------------------------------------------------------------------- import
+def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, arch=None, cased=None,
+                      zero_rel_pos=None, force=False):
+    """Convert; returns a dict describing what was written (arch, flags, notes)."""
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
+    from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
+
+    weights, config, vocab_file = locate(src, weights, config, vocab_file)
+    with open(config) as f:
+        try:
+            config_dict = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ConversionError(f"{config} is not JSON: {e}") from None
+    shape = layouts.read_config(config_dict, os.path.basename(config))
+    tokens = vocab.read_vocab(vocab_file)
+    mapping = vocab.map_vocab(tokens)
+    state = read_weights(weights)
+    layout = layouts.layout_name(state)
+    emb = state.get("bert.embeddings.word_embeddings.weight", state.get("embeddings.word_embeddings.weight"))
+    if emb is not None and emb.size(0) != len(tokens):
+        raise ConversionError(f"{os.path.basename(vocab_file)} has {len(tokens)} tokens but the word embedding has {emb.size(0)} rows")
+    if shape.vocab_size != len(tokens):
+        raise ConversionError(f"{os.path.basename(config)} says vocab_size {shape.vocab_size} but "
+                              f"{os.path.basename(vocab_file)} has {len(tokens)} tokens")
+    tensors, notes = layouts.to_plugin(state, shape)
+    if zero_rel_pos is not None:
+        if shape.rel_pos_buckets:
+            raise ConversionError("--zero-rel-pos: the checkpoint has its own relative table")
+        buckets, distance = zero_rel_pos
+        # zeros: the imported model computes exactly what the source did, and can learn the table
+        tensors["rel_pos_bias.weight"] = torch.zeros(shape.encoder_attention_heads, buckets)
+        shape = replace(shape, rel_pos_buckets=buckets, max_rel_distance=distance)
+        notes.append(f"added a zero relative table ({buckets} buckets, max distance {distance})")
+    if shape.type_vocab_size < 2:
+        shape = replace(shape, type_vocab_size=2)
+    arch = checkpoint.pick_arch(shape, arch)
+    # vocab rows into the fairseq order ([P] from its own row or from [MASK])
+    rows = torch.tensor(mapping.rows)
+    tensors["embed_tokens.weight"] = tensors["embed_tokens.weight"][rows]
+    if "lm_head.bias" in tensors:
+        tensors["lm_head.bias"] = tensors["lm_head.bias"][rows]
+    shape = replace(shape, vocab_size=len(mapping.symbols))
+    is_cased = read_casing(config, tokens, cased)
+
+    out_abs = os.path.abspath(out_dir)
+    cfg = checkpoint.training_cfg(out_abs, shape, arch, os.path.join(out_abs, "vocab.txt"), is_cased)
+    with checkpoint.atomic_directory(out_abs, force) as tmp:
+        with open(os.path.join(tmp, "dict.txt"), "w", encoding="utf-8") as f:
+            f.write(mapping.dict_txt())
+        vocab.write_vocab(os.path.join(tmp, "vocab.txt"), tokens)
+        dictionary = load_pmlm_dictionary(tmp)
+        assert dictionary.symbols == mapping.symbols, "dict.txt does not rebuild the converted row order"
+        model_cfg = UniLMv2Config(**{f.name: getattr(shape, f.name) for f in fields(UniLMv2Config) if hasattr(shape, f.name)},
+                                  no_rel_pos=shape.rel_pos_buckets == 0)
+        with torch.random.fork_rng():  # a head-less source gets the model's own init, reproducibly
+            torch.manual_seed(0)
+            model = UniLMv2Model(model_cfg, dictionary)
+        full = model.state_dict()
+        for k, v in tensors.items():
+            full["transformer." + k] = v
+        full["transformer.lm_head.weight"] = tensors["embed_tokens.weight"]
+        model.load_state_dict(full, strict=True)
+        checkpoint.save(checkpoint.checkpoint_state(cfg, model.state_dict()), os.path.join(tmp, "model.pt"))
+    info = {"layout": layout, "arch": arch, "flags": checkpoint.model_flags(shape, arch), "cased": is_cased,
+            "pseudo_from_mask": mapping.pseudo_from_mask, "placeholders": mapping.placeholders, "notes": notes,
+            "vocab_size": len(mapping.symbols)}
+    return info
+
+
+# ---------------------------------------------------------------------------- export
+def _dictionary_path(ckpt_path, state, dict_path):
+    if dict_path:
+        return dict_path
+    beside = os.path.join(os.path.dirname(os.path.abspath(ckpt_path)), "dict.txt")
+    if os.path.isfile(beside):
+        return beside
+    data = (state["cfg"].get("task") or {}).get("data") or ""
+    for d in data.split(os.pathsep)[:1]:
+        for name in ("dict.txt", f"dict.{state['cfg']['task'].get('source_lang', 'source')}.txt"):
+            if os.path.isfile(os.path.join(d, name)):
+                return os.path.join(d, name)
+    raise ConversionError(f"no dict.txt beside {ckpt_path} or in its task's data directory: pass --dict")
+
+
+def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, force=False):
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model, dictionary_digest
+    from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
+    from safetensors.torch import save_file
+
+    if not os.path.isfile(ckpt_path):
+        raise ConversionError(f"not found: {ckpt_path}")
+    state = checkpoint.load(ckpt_path)
+    model_cfg_in = state["cfg"]["model"]
+    dict_path = _dictionary_path(ckpt_path, state, dict_path)
+    dictionary = load_pmlm_dictionary(os.path.dirname(os.path.abspath(dict_path)), (os.path.basename(dict_path),))
+    theirs = state["model"].get("dictionary_digest")
+    if theirs is not None and not torch.equal(theirs, dictionary_digest(dictionary)):
+        raise ConversionError(f"{dict_path} is not the dictionary {ckpt_path} was trained with")
+    model_cfg = UniLMv2Config(**{f.name: model_cfg_in[f.name] for f in fields(UniLMv2Config) if f.name in model_cfg_in})
+    model = UniLMv2Model(model_cfg, dictionary)
+    model.load_state_dict(state["model"], strict=True)
+    tensors = {k: v for k, v in model.transformer.state_dict().items() if k != "lm_head.weight"}
+    shape = layouts.Shape(
+        vocab_size=len(dictionary), **{f: getattr(model_cfg, f) for f in checkpoint.SIZE_FLAGS},
+        **{f: getattr(model_cfg, f) for f in ("max_positions", "type_vocab_size", "layernorm_eps", "dropout",
+                                              "attention_dropout", "max_rel_distance")},
+        rel_pos_buckets=0 if model_cfg.no_rel_pos else model_cfg.rel_pos_buckets,
+    )
+    original = vocab.read_vocab(original_vocab) if original_vocab else None
+    names, order = vocab.symbols_to_vocab(dictionary.symbols, original)
+    order_t = torch.tensor(order)
+    tensors["embed_tokens.weight"] = tensors["embed_tokens.weight"][order_t]
+    tensors["lm_head.bias"] = tensors["lm_head.bias"][order_t]
+    shape = replace(shape, vocab_size=len(names))
+    hf = layouts.from_plugin(tensors, shape)
+    bpe = state["cfg"].get("bpe") or {}
+    with checkpoint.atomic_directory(out_dir, force) as tmp:
+        save_file(hf, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+        with open(os.path.join(tmp, "config.json"), "w") as f:
+            json.dump(layouts.hf_config(shape, names.index("[PAD]")), f, indent=2)
+        vocab.write_vocab(os.path.join(tmp, "vocab.txt"), names)
+        if bpe.get("_name") == "bert":  # the casing is known only for WordPiece-trained models
+            with open(os.path.join(tmp, "tokenizer_config.json"), "w") as f:
+                json.dump({"tokenizer_class": "BertTokenizer", "do_lower_case": not bpe.get("bpe_cased", False)}, f)
+    return {"vocab_size": len(names), "rel_pos_buckets": shape.rel_pos_buckets, "shape": asdict(shape)}
+
+
+# ---------------------------------------------------------------------------- command line
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="convert_checkpoint.py", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    imp = sub.add_parser("import", help="BERT / UniLMv2 weights -> fairseq checkpoint + dict.txt")
+    imp.add_argument("src", help="Hugging Face BERT directory, or a released UniLMv2 .bin (config/vocab beside it)")
+    imp.add_argument("out", help="output directory (model.pt, dict.txt, vocab.txt)")
+    imp.add_argument("--weights", help="weights file, if not found from SRC")
+    imp.add_argument("--config", help="config.json, if not found from SRC")
+    imp.add_argument("--vocab", help="vocab.txt, if not found from SRC")
+    imp.add_argument("--arch", help="unilmv2 arch to use (checked against config.json; default: the matching one)")
+    case = imp.add_mutually_exclusive_group()
+    case.add_argument("--cased", dest="cased", action="store_true", default=None)
+    case.add_argument("--uncased", dest="cased", action="store_false")
+    imp.add_argument("--zero-rel-pos", nargs=2, type=int, metavar=("BUCKETS", "MAX_DISTANCE"),
+                     help="BERT source: add an all-zero relative table (same outputs, learnable), e.g. 32 128")
+    imp.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    exp = sub.add_parser("export", help="fairseq checkpoint -> Hugging Face BERT directory")
+    exp.add_argument("checkpoint")
+    exp.add_argument("out", help="output directory (config.json, model.safetensors, vocab.txt)")
+    exp.add_argument("--dict", help="the checkpoint's dict.txt (default: beside it, else its task's data)")
+    exp.add_argument("--vocab", help="the original vocab.txt of an imported model: restore its token ids")
+    exp.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    a = p.parse_args(argv)
+    logging.basicConfig(format="%(message)s", level=logging.INFO)
+    try:
+        if a.command == "import":
+            info = import_checkpoint(a.src, a.out, a.weights, a.config, a.vocab, a.arch, a.cased, a.zero_rel_pos, a.force)
+            for note in info["notes"]:
+                print(f"convert_checkpoint: note: {note}")
+            print(f"convert_checkpoint: {info['layout']} layout -> {a.out}/model.pt ({info['vocab_size']} rows, "
+                  f"{'cased' if info['cased'] else 'uncased'}; [P] "
+                  f"{'initialised from [MASK]' if info['pseudo_from_mask'] else 'from its own row'})")
+            print(f"convert_checkpoint: train with: --arch {info['arch']} {' '.join(info['flags'])}".rstrip())
+        else:
+            info = export_checkpoint(a.checkpoint, a.out, a.dict, a.vocab, a.force)
+            print(f"convert_checkpoint: wrote {a.out} ({info['vocab_size']} tokens, "
+                  f"relative table: {info['rel_pos_buckets'] or 'none'})")
+    except (ConversionError, FileNotFoundError) as e:
+        print(f"convert_checkpoint.py: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,290 @@
+"""Key layouts: Hugging Face BERT and released UniLMv2 state dicts <-> this model's keys.
+
+Both source layouts use Hugging Face BERT names (``bert.embeddings.*``,
+``bert.encoder.layer.N.*``, ``cls.predictions.*``; a bare ``BertModel`` has no ``bert.``
+prefix and no head). UniLMv2's release differs (PMLM-SPEC section 5): per layer one fused
+``attention.self.qkv_linear.weight`` (q, k, v stacked along dim 0) with ``q_bias`` and
+``v_bias`` and no key bias (a key bias adds the same number to every score of a query row,
+which the softmax cancels, so it is zero here), and the relative table
+``bert.encoder.rel_pos_bias.weight`` [heads, buckets] (s2s-ft's fine-tuned checkpoints put
+it at ``bert.rel_pos_bias.weight``; both are read).
+
+Everything is checked against ``config.json`` before any tensor is used; errors are one
+line and name the offending keys.
+"""
+from dataclasses import dataclass
+
+import torch
+
+
+class ConversionError(ValueError):
+    """A checkpoint, config or vocabulary that cannot be converted (message: one line)."""
+
+
+# present in ordinary BERT checkpoints, not part of this model: dropped on import
+IGNORED_PREFIXES = ("pooler.", "cls.seq_relationship.")
+IGNORED_KEYS = ("embeddings.position_ids", "embeddings.token_type_ids")
+REL_TABLE_KEYS = ("encoder.rel_pos_bias.weight", "rel_pos_bias.weight")
+HEAD = "cls.predictions."
+
+
+@dataclass
+class Shape:
+    """What config.json says, in the plugin's terms (``UniLMv2Config`` field names)."""
+
+    vocab_size: int
+    encoder_layers: int
+    encoder_embed_dim: int
+    encoder_ffn_embed_dim: int
+    encoder_attention_heads: int
+    max_positions: int
+    type_vocab_size: int
+    layernorm_eps: float
+    dropout: float
+    attention_dropout: float
+    rel_pos_buckets: int  # 0: no relative position table
+    max_rel_distance: int
+
+
+def _need(config, key, where):
+    if key not in config:
+        raise ConversionError(f"{where} lacks {key!r}")
+    return config[key]
+
+
+def read_config(config, where="config.json"):
+    """A BERT/UniLMv2 config.json (as a dict) -> Shape; every value read, none assumed.
+    ``rel_pos_bins``/``max_rel_pos`` are s2s-ft's names for the relative table."""
+    act = _need(config, "hidden_act", where)
+    if act != "gelu":
+        raise ConversionError(f"{where}: hidden_act {act!r} is not supported (this model uses exact GELU, 'gelu')")
+    pos_type = config.get("position_embedding_type", "absolute")  # Hugging Face's default when absent
+    if pos_type != "absolute":
+        raise ConversionError(f"{where}: position_embedding_type {pos_type!r} is not supported (only 'absolute')")
+    buckets = int(config.get("rel_pos_bins", 0) or 0)
+    max_rel = int(config.get("max_rel_pos", 0) or 0)
+    if buckets > 0 and max_rel <= 0:
+        raise ConversionError(f"{where} has rel_pos_bins {buckets} but no positive max_rel_pos")
+    shape = Shape(
+        vocab_size=int(_need(config, "vocab_size", where)),
+        encoder_layers=int(_need(config, "num_hidden_layers", where)),
+        encoder_embed_dim=int(_need(config, "hidden_size", where)),
+        encoder_ffn_embed_dim=int(_need(config, "intermediate_size", where)),
+        encoder_attention_heads=int(_need(config, "num_attention_heads", where)),
+        max_positions=int(_need(config, "max_position_embeddings", where)),
+        type_vocab_size=int(_need(config, "type_vocab_size", where)),
+        layernorm_eps=float(_need(config, "layer_norm_eps", where)),
+        dropout=float(_need(config, "hidden_dropout_prob", where)),
+        attention_dropout=float(_need(config, "attention_probs_dropout_prob", where)),
+        rel_pos_buckets=buckets,
+        max_rel_distance=max_rel if buckets > 0 else 128,
+    )
+    if shape.encoder_embed_dim % shape.encoder_attention_heads:
+        raise ConversionError(
+            f"{where}: hidden_size {shape.encoder_embed_dim} is not a multiple of num_attention_heads "
+            f"{shape.encoder_attention_heads}"
+        )
+    return shape
+
+
+def _first(names, n=3):
+    names = list(names)
+    more = f" (and {len(names) - n} more)" if len(names) > n else ""
+    return ", ".join(names[:n]) + more
+
+
+class _Source:
+    """A source state dict with the ``bert.`` prefix removed; remembers which keys were
+    used and which were wanted but absent, so both can be reported in one line."""
+
+    def __init__(self, state):
+        bert = any(k.startswith("bert.") for k in state)
+        self.prefix = "bert." if bert else ""
+        self.sd = {}
+        for k, v in state.items():
+            if not torch.is_tensor(v):
+                raise ConversionError(f"{k!r} is not a tensor: not a state dict of weights")
+            name = k[len("bert."):] if bert and k.startswith("bert.") else k
+            # TF-era BERT checkpoints call LayerNorm's weight/bias gamma/beta
+            if ".LayerNorm.gamma" in name or ".LayerNorm.beta" in name:
+                name = name.replace(".gamma", ".weight").replace(".beta", ".bias")
+            self.sd[name] = v
+        self.used, self.missing = set(), []
+
+    def name(self, key):
+        """The key as the checkpoint spells it (for messages)."""
+        return key if key.startswith(HEAD) else self.prefix + key
+
+    def has(self, key):
+        return key in self.sd
+
+    def take(self, key):
+        if key not in self.sd:
+            self.missing.append(self.name(key))
+            return None
+        self.used.add(key)
+        return self.sd[key].float()
+
+    def check_complete(self):
+        if self.missing:
+            raise ConversionError(f"missing key(s) for the BERT/UniLMv2 layout: {_first(self.missing)}")
+        unknown = [
+            self.name(k) for k in self.sd
+            if k not in self.used and k not in IGNORED_KEYS and not k.startswith(IGNORED_PREFIXES)
+        ]
+        if unknown:
+            raise ConversionError(f"unknown key(s), neither Hugging Face BERT nor UniLMv2 layout: {_first(unknown)}")
+
+
+def layout_name(state):
+    return "unilmv2" if any(k.endswith("attention.self.qkv_linear.weight") for k in state) else "bert"
+
+
+def to_plugin(state, shape: Shape):
+    """Source state dict -> {plugin key: tensor} in the source's vocab order (the caller
+    permutes the vocab rows), plus a list of notes for the log. Raises ConversionError."""
+    src, out, origin, notes = _Source(state), {}, {}, []
+
+    def put(ours, theirs):
+        out[ours], origin[ours] = src.take(theirs), src.name(theirs)
+
+    put("embed_tokens.weight", "embeddings.word_embeddings.weight")
+    put("embed_positions.weight", "embeddings.position_embeddings.weight")
+    put("embed_segments.weight", "embeddings.token_type_embeddings.weight")
+    put("embed_ln.weight", "embeddings.LayerNorm.weight")
+    put("embed_ln.bias", "embeddings.LayerNorm.bias")
+    tables = [k for k in REL_TABLE_KEYS if src.has(k)]
+    if len(tables) > 1:
+        raise ConversionError(f"two relative tables: {_first(src.name(k) for k in tables)}")
+    if tables and shape.rel_pos_buckets <= 0:
+        raise ConversionError(f"{src.name(tables[0])} is present but config.json has no rel_pos_bins/max_rel_pos")
+    if tables or shape.rel_pos_buckets > 0:  # absent but announced by the config: reported as missing
+        put("rel_pos_bias.weight", tables[0] if tables else REL_TABLE_KEYS[0])
+    layers = sorted({int(k.split(".")[2]) for k in src.sd if k.startswith("encoder.layer.")})
+    if layers != list(range(shape.encoder_layers)):
+        raise ConversionError(
+            f"config.json says num_hidden_layers {shape.encoder_layers} but the checkpoint has "
+            f"layers {_first(map(str, layers), 5) or 'none'}"
+        )
+    for i in range(shape.encoder_layers):
+        s, d = f"encoder.layer.{i}.", f"layers.{i}."
+        fused = s + "attention.self.qkv_linear.weight"
+        if src.has(fused):
+            qkv = src.take(fused)
+            if qkv.dim() != 2 or qkv.size(0) % 3:
+                raise ConversionError(f"{src.name(fused)} has shape {list(qkv.shape)}, not [3 x hidden, hidden]")
+            for p, w in zip(("query", "key", "value"), qkv.chunk(3, 0)):
+                out[d + f"attn.{p}.weight"], origin[d + f"attn.{p}.weight"] = w, src.name(fused)
+            put(d + "attn.query.bias", s + "attention.self.q_bias")
+            put(d + "attn.value.bias", s + "attention.self.v_bias")
+            v_bias = out[d + "attn.value.bias"]
+            out[d + "attn.key.bias"] = None if v_bias is None else torch.zeros_like(v_bias)
+            origin[d + "attn.key.bias"] = src.name(s + "attention.self.v_bias")
+        else:
+            for p in ("query", "key", "value"):
+                put(d + f"attn.{p}.weight", s + f"attention.self.{p}.weight")
+                put(d + f"attn.{p}.bias", s + f"attention.self.{p}.bias")
+        for ours, theirs in (("attn.out", "attention.output.dense"), ("attn_ln", "attention.output.LayerNorm"),
+                             ("fc1", "intermediate.dense"), ("fc2", "output.dense"), ("ffn_ln", "output.LayerNorm")):
+            put(d + ours + ".weight", s + theirs + ".weight")
+            put(d + ours + ".bias", s + theirs + ".bias")
+    if any(k.startswith(HEAD) for k in src.sd):
+        put("lm_head.dense.weight", HEAD + "transform.dense.weight")
+        put("lm_head.dense.bias", HEAD + "transform.dense.bias")
+        put("lm_head.ln.weight", HEAD + "transform.LayerNorm.weight")
+        put("lm_head.ln.bias", HEAD + "transform.LayerNorm.bias")
+        put("lm_head.bias", HEAD + "bias")
+        _check_tied(src, out)
+    else:
+        notes.append("no MLM head in the checkpoint (a bare BertModel): the LM head starts freshly initialised")
+    src.check_complete()
+    want = expected_shapes(shape)
+    for k, v in out.items():
+        if list(v.shape) != want[k]:
+            raise ConversionError(f"{origin[k]} has shape {list(v.shape)} but config.json implies {want[k]}")
+    if shape.type_vocab_size < 2:
+        # the tasks use segment 1 for S2 and for targets: zero rows change nothing already learnt
+        rows = out["embed_segments.weight"]
+        out["embed_segments.weight"] = torch.cat([rows, rows.new_zeros(2 - rows.size(0), rows.size(1))])
+        notes.append(f"type_vocab_size {shape.type_vocab_size} < 2: segment rows padded with zeros to 2")
+    return {k: v.contiguous() for k, v in out.items()}, notes
+
+
+def _check_tied(src, out):
+    """The model ties its output projection to the token embedding: an untied decoder
+    cannot be represented, a tied copy (older checkpoints save it) is only checked."""
+    dec_w, dec_b = HEAD + "decoder.weight", HEAD + "decoder.bias"
+    if src.has(dec_w):
+        src.used.add(dec_w)
+        emb = out["embed_tokens.weight"]
+        if emb is not None and not torch.equal(src.sd[dec_w].float(), emb):
+            raise ConversionError(f"{dec_w} differs from the word embedding: untied output layers are not supported")
+    if src.has(dec_b):
+        src.used.add(dec_b)
+        if out["lm_head.bias"] is not None and not torch.equal(src.sd[dec_b].float(), out["lm_head.bias"]):
+            raise ConversionError(f"{dec_b} differs from {HEAD}bias")
+
+
+def expected_shapes(shape: Shape):
+    V, C, F, H = shape.vocab_size, shape.encoder_embed_dim, shape.encoder_ffn_embed_dim, shape.encoder_attention_heads
+    want = {
+        "embed_tokens.weight": [V, C], "embed_positions.weight": [shape.max_positions, C],
+        "embed_segments.weight": [shape.type_vocab_size, C], "embed_ln.weight": [C], "embed_ln.bias": [C],
+        "rel_pos_bias.weight": [H, shape.rel_pos_buckets],
+        "lm_head.dense.weight": [C, C], "lm_head.dense.bias": [C], "lm_head.ln.weight": [C],
+        "lm_head.ln.bias": [C], "lm_head.bias": [V],
+    }
+    for i in range(shape.encoder_layers):
+        d = f"layers.{i}."
+        for p in ("attn.query", "attn.key", "attn.value", "attn.out"):
+            want[d + p + ".weight"], want[d + p + ".bias"] = [C, C], [C]
+        for p in ("attn_ln", "ffn_ln"):
+            want[d + p + ".weight"], want[d + p + ".bias"] = [C], [C]
+        want[d + "fc1.weight"], want[d + "fc1.bias"] = [F, C], [F]
+        want[d + "fc2.weight"], want[d + "fc2.bias"] = [C, F], [C]
+    return want
+
+
+def from_plugin(tensors, shape: Shape):
+    """{plugin key: tensor} (vocab rows already in the export order) -> Hugging Face
+    ``BertForMaskedLM`` keys (separate q/k/v, so ``from_pretrained`` reads it as is) plus the
+    relative table at the UniLMv2 key ``bert.encoder.rel_pos_bias.weight``."""
+    sd = {
+        "bert.embeddings.word_embeddings.weight": tensors["embed_tokens.weight"],
+        "bert.embeddings.position_embeddings.weight": tensors["embed_positions.weight"],
+        "bert.embeddings.token_type_embeddings.weight": tensors["embed_segments.weight"],
+        "bert.embeddings.LayerNorm.weight": tensors["embed_ln.weight"],
+        "bert.embeddings.LayerNorm.bias": tensors["embed_ln.bias"],
+        HEAD + "transform.dense.weight": tensors["lm_head.dense.weight"],
+        HEAD + "transform.dense.bias": tensors["lm_head.dense.bias"],
+        HEAD + "transform.LayerNorm.weight": tensors["lm_head.ln.weight"],
+        HEAD + "transform.LayerNorm.bias": tensors["lm_head.ln.bias"],
+        HEAD + "bias": tensors["lm_head.bias"],
+    }
+    if "rel_pos_bias.weight" in tensors:
+        sd["bert." + REL_TABLE_KEYS[0]] = tensors["rel_pos_bias.weight"]
+    for i in range(shape.encoder_layers):
+        s, d = f"bert.encoder.layer.{i}.", f"layers.{i}."
+        for ours, theirs in (("attn.query", "attention.self.query"), ("attn.key", "attention.self.key"),
+                             ("attn.value", "attention.self.value"), ("attn.out", "attention.output.dense"),
+                             ("attn_ln", "attention.output.LayerNorm"), ("fc1", "intermediate.dense"),
+                             ("fc2", "output.dense"), ("ffn_ln", "output.LayerNorm")):
+            sd[s + theirs + ".weight"] = tensors[d + ours + ".weight"]
+            sd[s + theirs + ".bias"] = tensors[d + ours + ".bias"]
+    return {k: v.detach().clone().contiguous() for k, v in sd.items()}
+
+
+def hf_config(shape: Shape, pad_token_id):
+    """config.json of an export: Hugging Face BertConfig keys plus s2s-ft's relative-table
+    keys (``rel_pos_bins`` 0 when the model has none)."""
+    return {
+        "architectures": ["BertForMaskedLM"], "model_type": "bert", "hidden_act": "gelu",
+        "vocab_size": shape.vocab_size, "hidden_size": shape.encoder_embed_dim,
+        "num_hidden_layers": shape.encoder_layers, "num_attention_heads": shape.encoder_attention_heads,
+        "intermediate_size": shape.encoder_ffn_embed_dim, "max_position_embeddings": shape.max_positions,
+        "type_vocab_size": shape.type_vocab_size, "layer_norm_eps": shape.layernorm_eps,
+        "hidden_dropout_prob": shape.dropout, "attention_probs_dropout_prob": shape.attention_dropout,
+        "initializer_range": 0.02, "position_embedding_type": "absolute", "pad_token_id": pad_token_id,
+        "tie_word_embeddings": True, "rel_pos_bins": shape.rel_pos_buckets,
+        "max_rel_pos": shape.max_rel_distance if shape.rel_pos_buckets > 0 else 0,
+    }

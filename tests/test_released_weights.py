@@ -1,0 +1,597 @@
+"""Starting from released weights (issue 5): BERT / UniLMv2 import, export, WordPiece data.
+
+No downloads: the reference models are small randomly initialised ``transformers`` BERTs
+saved to disk here, the vocabulary is a WordPiece vocab trained here (``tokenizers``) on
+standard-library docstrings, with BERT's special tokens moved to BERT-like rows so the
+vocabulary permutation is exercised. Max abs differences are printed (``pytest -s``).
+"""
+import importlib.util
+import json
+import os
+import subprocess
+
+import pytest
+import torch
+
+from fairseq_pmlm.modules.attention_rule import CONTEXT, PAD
+from fairseq_pmlm.weights import convert, vocab
+from fairseq_pmlm.weights.layouts import ConversionError
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STDLIB_MODULES = ["textwrap", "argparse", "json/__init__", "string", "fractions", "shlex"]
+DIM, HEADS, LAYERS, FFN, POSITIONS = 32, 4, 2, 64, 64
+
+
+def stdlib_lines():
+    spec = importlib.util.spec_from_file_location("corpus", os.path.join(REPO, "scripts", "make_stdlib_corpus.py"))
+    corpus = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(corpus)
+    root = os.path.dirname(os.__file__)
+    lines = []
+    for m in STDLIB_MODULES:
+        lines += corpus.module_sentences(os.path.join(root, m + ".py")) + [""]
+    return lines
+
+
+@pytest.fixture(scope="module")
+def text():
+    return stdlib_lines()
+
+
+@pytest.fixture(scope="module")
+def vocab_tokens(text):
+    """A trained uncased WordPiece vocab, specials where BERT has them (after [unusedN])."""
+    from tokenizers import BertWordPieceTokenizer
+
+    wp = BertWordPieceTokenizer(lowercase=True)
+    wp.train_from_iterator([t for t in text if t], vocab_size=600, show_progress=False,
+                           special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    learnt = [t for t, _ in sorted(wp.get_vocab().items(), key=lambda kv: kv[1])][5:]
+    return ["[PAD]"] + [f"[unused{i}]" for i in range(4)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"] + learnt
+
+
+def hf_config(n_vocab, **kw):
+    from transformers import BertConfig
+
+    return BertConfig(vocab_size=n_vocab, hidden_size=DIM, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                      intermediate_size=FFN, max_position_embeddings=POSITIONS, **kw)
+
+
+def random_bert(n_vocab, seed=0, **kw):
+    """A BertForMaskedLM whose every parameter (LayerNorms and biases too) is random."""
+    from transformers import BertForMaskedLM
+
+    torch.manual_seed(seed)
+    model = BertForMaskedLM(hf_config(n_vocab, **kw)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+    return model
+
+
+@pytest.fixture(scope="module")
+def bert_dir(tmp_path_factory, vocab_tokens):
+    d = tmp_path_factory.mktemp("bert")
+    model = random_bert(len(vocab_tokens))
+    model.save_pretrained(d)
+    vocab.write_vocab(d / "vocab.txt", vocab_tokens)
+    return d, model
+
+
+@pytest.fixture(scope="module")
+def converted_bert(tmp_path_factory, bert_dir):
+    out = tmp_path_factory.mktemp("conv") / "bert-fairseq"
+    info = convert.import_checkpoint(str(bert_dir[0]), str(out))
+    return out, info
+
+
+def load_fairseq(out):
+    from fairseq import checkpoint_utils
+
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(out / "model.pt")], arg_overrides={"data": str(out)})
+    return models[0].eval(), task
+
+
+def batch(n_vocab, seed=0, lengths=(40, 23)):
+    """Random BERT ids (specials included), right-padded, two segments."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, n_vocab, (len(lengths), max(lengths)), generator=g)
+    mask = torch.arange(max(lengths)).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
+    types = (torch.arange(max(lengths)) >= 10).long().expand_as(ids) * mask
+    return ids * mask, mask, types
+
+
+def fairseq_ids(bert_ids, mapping):
+    inverse = torch.empty(max(mapping.rows) + 1, dtype=torch.long)
+    for fairseq_row, bert_row in reversed(list(enumerate(mapping.rows))):  # [MASK] wins over a [P] copy
+        inverse[bert_row] = fairseq_row
+    return inverse[bert_ids], inverse
+
+
+def ours(model, ids, mask, types):
+    """Hidden states and MLM logits of the plugin model on a plain bidirectional input."""
+    T = ids.size(1)
+    positions = torch.arange(T).expand_as(ids)
+    kinds = torch.where(mask, CONTEXT, PAD)
+    with torch.no_grad():
+        h = model.transformer(ids, positions, types, kinds, torch.zeros_like(ids))
+        return h, model.transformer.lm_head(h)
+
+
+def test_converted_bert_equals_hugging_face_hidden_states_and_mlm_logits(bert_dir, converted_bert, vocab_tokens, jobs):
+    hf, (out, info) = bert_dir[1], converted_bert
+    model, task = load_fairseq(out)
+    assert model.cfg.no_rel_pos and model.transformer.rel_pos_bias is None  # BERT has no relative table
+    mapping = vocab.map_vocab(vocab_tokens)
+    ids, mask, types = batch(len(vocab_tokens))
+    with torch.no_grad():
+        ref = hf(input_ids=ids, attention_mask=mask.long(), token_type_ids=types, output_hidden_states=True)
+    fids, inverse = fairseq_ids(ids, mapping)
+    h, logits = ours(model, fids, mask, types)
+    dh = (h - ref.hidden_states[-1])[mask].abs().max().item()
+    dl = (logits[..., inverse] - ref.logits)[mask].abs().max().item()
+    print(f"\nBERT import: max |hidden diff| {dh:.2e}, max |MLM logit diff| {dl:.2e}")
+    assert dh < 1e-5 and dl < 1e-5
+    # [P] starts as [MASK] (s2s-ft feeds [MASK] ids as its pseudo tokens)
+    d = task.source_dictionary
+    assert d.symbols[:4] == ["<s>", "<pad>", "</s>", "<unk>"] and d.symbols[-2:] == ["[MASK]", "[P]"]
+    w = model.transformer.embed_tokens.weight
+    assert torch.equal(w[d.index("[P]")], w[d.index("[MASK]")]) and info["pseudo_from_mask"]
+
+
+def test_zero_relative_table_keeps_the_bert_outputs_and_loads_with_default_flags(bert_dir, tmp_path, vocab_tokens):
+    hf = bert_dir[1]
+    info = convert.import_checkpoint(str(bert_dir[0]), str(tmp_path / "z"), zero_rel_pos=(32, 128))
+    assert "--no-rel-pos" not in info["flags"]
+    model, _ = load_fairseq(tmp_path / "z")
+    assert model.transformer.rel_pos_bias is not None and not model.transformer.rel_pos_bias.weight.any()
+    ids, mask, types = batch(len(vocab_tokens), seed=11)
+    with torch.no_grad():
+        want = hf(input_ids=ids, attention_mask=mask.long(), token_type_ids=types, output_hidden_states=True)
+    h, _ = ours(model, fairseq_ids(ids, vocab.map_vocab(vocab_tokens))[0], mask, types)
+    diff = (h - want.hidden_states[-1])[mask].abs().max().item()
+    print(f"\nBERT import with a zero relative table: max |hidden diff| {diff:.2e}")
+    assert diff < 1e-5
+
+
+def test_bare_bert_model_without_head_converts_with_the_same_hidden_states(bert_dir, tmp_path, vocab_tokens):
+    hf = bert_dir[1].bert  # a BertModel: keys without "bert.", a pooler, no MLM head
+    hf.save_pretrained(tmp_path / "bare")
+    vocab.write_vocab(tmp_path / "bare" / "vocab.txt", vocab_tokens)
+    info = convert.import_checkpoint(str(tmp_path / "bare"), str(tmp_path / "out"))
+    assert any("no MLM head" in n for n in info["notes"])
+    model, _ = load_fairseq(tmp_path / "out")
+    ids, mask, types = batch(len(vocab_tokens), seed=13)
+    with torch.no_grad():
+        want = hf(input_ids=ids, attention_mask=mask.long(), token_type_ids=types).last_hidden_state
+    h, _ = ours(model, fairseq_ids(ids, vocab.map_vocab(vocab_tokens))[0], mask, types)
+    assert (h - want)[mask].abs().max().item() < 1e-5
+
+
+def test_dict_txt_rebuilds_the_converted_rows_and_the_checkpoint_digest(bert_dir, converted_bert, vocab_tokens):
+    from fairseq_pmlm.models.unilmv2 import dictionary_digest
+    from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
+
+    out, _ = converted_bert
+    d = load_pmlm_dictionary(str(out))
+    assert d.symbols == vocab.map_vocab(vocab_tokens).symbols
+    assert len(d) == len(vocab_tokens) + 1  # + [P]; no padding to a multiple of 8
+    state = torch.load(out / "model.pt")  # torch's weights_only=True default
+    assert torch.equal(state["model"]["dictionary_digest"], dictionary_digest(d))
+    # BERT's specials play fairseq's parts: SOS, pad, EOS, unk rows hold their embeddings
+    ours_emb = state["model"]["transformer.embed_tokens.weight"]
+    emb = bert_dir[1].bert.embeddings.word_embeddings.weight
+    for fairseq_row, token in enumerate(["[CLS]", "[PAD]", "[SEP]", "[UNK]"]):
+        assert torch.equal(ours_emb[fairseq_row], emb[vocab_tokens.index(token)])
+
+
+# ------------------------------------------------------------------ the released UniLMv2 layout
+REL_BUCKETS, REL_MAX = 16, 40
+
+
+def unilmv2_layout(hf_state, n_heads, seed=1):
+    """Hugging Face BERT keys -> the released UniLMv2 keys: fused qkv_linear, q_bias and
+    v_bias (no key bias), and a random relative table at bert.encoder.rel_pos_bias.weight."""
+    sd, g = {}, torch.Generator().manual_seed(seed)
+    for k, v in hf_state.items():
+        if ".attention.self." in k:
+            continue
+        sd[k] = v.clone()
+    for i in range(LAYERS):
+        p = f"bert.encoder.layer.{i}.attention.self."
+        sd[p + "qkv_linear.weight"] = torch.cat([hf_state[p + n + ".weight"] for n in ("query", "key", "value")])
+        sd[p + "q_bias"], sd[p + "v_bias"] = hf_state[p + "query.bias"].clone(), hf_state[p + "value.bias"].clone()
+    sd["bert.encoder.rel_pos_bias.weight"] = torch.randn(n_heads, REL_BUCKETS, generator=g)
+    return sd
+
+
+def reference_unilmv2_forward(sd, ids, mask, types, eps):
+    """The released layout's forward, written from the key names alone: BERT post-LN layers,
+    scores = q.k / sqrt(d) + table[head, T5 bucket(pos_key - pos_query)], padding masked."""
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    f = torch.nn.functional
+    ln = lambda x, p: f.layer_norm(x, (DIM,), sd[p + ".weight"], sd[p + ".bias"], eps)  # noqa: E731
+    lin = lambda x, p: f.linear(x, sd[p + ".weight"], sd[p + ".bias"])  # noqa: E731
+    B, T = ids.shape
+    pos = torch.arange(T)
+    e = "bert.embeddings."
+    x = sd[e + "word_embeddings.weight"][ids] + sd[e + "position_embeddings.weight"][pos] + sd[e + "token_type_embeddings.weight"][types]
+    x = ln(x, e + "LayerNorm")
+    bucket = T5Attention._relative_position_bucket(pos[None, :] - pos[:, None], True, REL_BUCKETS, REL_MAX)
+    bias = sd["bert.encoder.rel_pos_bias.weight"][:, bucket]  # [H, T, T]
+    bias = bias.unsqueeze(0) + torch.where(mask, 0.0, float("-inf"))[:, None, None, :]
+    for i in range(LAYERS):
+        p = f"bert.encoder.layer.{i}."
+        a = p + "attention.self."
+        qkv_bias = torch.cat([sd[a + "q_bias"], torch.zeros_like(sd[a + "v_bias"]), sd[a + "v_bias"]])
+        q, k, v = f.linear(x, sd[a + "qkv_linear.weight"], qkv_bias).view(B, T, 3, HEADS, DIM // HEADS).permute(2, 0, 3, 1, 4)
+        att = (q @ k.transpose(-1, -2) / (DIM // HEADS) ** 0.5 + bias).softmax(-1) @ v
+        x = ln(x + lin(att.transpose(1, 2).reshape(B, T, DIM), p + "attention.output.dense"), p + "attention.output.LayerNorm")
+        x = ln(x + lin(f.gelu(lin(x, p + "intermediate.dense")), p + "output.dense"), p + "output.LayerNorm")
+    c = "cls.predictions."
+    head = f.layer_norm(f.gelu(lin(x, c + "transform.dense")), (DIM,), sd[c + "transform.LayerNorm.weight"],
+                        sd[c + "transform.LayerNorm.bias"], eps)
+    return x, head @ sd[e + "word_embeddings.weight"].T + sd[c + "bias"]
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory, vocab_tokens):
+    """unilm2-tiny-uncased.bin with -config.json and -vocab.txt beside it, as released."""
+    d = tmp_path_factory.mktemp("released")
+    eps = 1e-5
+    hf = random_bert(len(vocab_tokens), seed=3, layer_norm_eps=eps)
+    sd = unilmv2_layout(hf.state_dict(), HEADS)
+    sd.pop("cls.predictions.decoder.weight", None)
+    sd.pop("cls.predictions.decoder.bias", None)
+    torch.save(sd, d / "unilm2-tiny-uncased.bin")
+    config = {**hf_config(len(vocab_tokens), layer_norm_eps=eps).to_dict(), "rel_pos_bins": REL_BUCKETS, "max_rel_pos": REL_MAX}
+    (d / "unilm2-tiny-uncased-config.json").write_text(json.dumps(config))
+    vocab.write_vocab(d / "unilm2-tiny-uncased-vocab.txt", vocab_tokens)
+    out = d / "converted"
+    info = convert.import_checkpoint(str(d / "unilm2-tiny-uncased.bin"), str(out))
+    return d, sd, out, info, eps
+
+
+def test_released_unilmv2_layout_reproduces_a_reference_forward_of_that_layout(released, vocab_tokens):
+    d, sd, out, info, eps = released
+    assert info["layout"] == "unilmv2"
+    model, _ = load_fairseq(out)
+    assert model.cfg.rel_pos_buckets == REL_BUCKETS and model.cfg.max_rel_distance == REL_MAX
+    assert model.cfg.layernorm_eps == eps  # read from the config, not BERT's 1e-12
+    ids, mask, types = batch(len(vocab_tokens), seed=5, lengths=(POSITIONS, 37))  # distances up to 63 > REL_MAX
+    ref_h, ref_logits = reference_unilmv2_forward(sd, ids, mask, types, eps)
+    fids, inverse = fairseq_ids(ids, vocab.map_vocab(vocab_tokens))
+    h, logits = ours(model, fids, mask, types)
+    dh = (h - ref_h)[mask].abs().max().item()
+    dl = (logits[..., inverse] - ref_logits)[mask].abs().max().item()
+    print(f"\nUniLMv2 layout: max |hidden diff| {dh:.2e}, max |MLM logit diff| {dl:.2e}")
+    assert dh < 1e-5 and dl < 1e-5
+
+
+@pytest.mark.parametrize("buckets,max_distance", [(32, 128), (16, 40), (64, 256)])
+def test_bucket_function_equals_transformers_t5_bidirectional(buckets, max_distance):
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    from fairseq_pmlm.modules.relative_position import relative_position_bucket
+
+    grid = torch.arange(-700, 701).view(-1, 1) + torch.zeros(1, 3, dtype=torch.long)  # any shape
+    want = T5Attention._relative_position_bucket(grid, True, buckets, max_distance)
+    assert torch.equal(relative_position_bucket(grid, buckets, max_distance), want)
+
+
+# ------------------------------------------------------------------ export and round trip
+def test_export_then_import_gives_identical_weights_and_outputs(released, tmp_path, vocab_tokens):
+    from transformers import BertForMaskedLM
+
+    _, _, out, _, _ = released
+    hf_dir, back = tmp_path / "hf", tmp_path / "back"
+    convert.export_checkpoint(str(out / "model.pt"), str(hf_dir))
+    cfg = json.loads((hf_dir / "config.json").read_text())
+    assert cfg["rel_pos_bins"] == REL_BUCKETS and cfg["max_rel_pos"] == REL_MAX
+    # Hugging Face reads it as a BERT; only the relative table is foreign to it
+    _, info = BertForMaskedLM.from_pretrained(hf_dir, output_loading_info=True)
+    assert not info["missing_keys"] and set(info["unexpected_keys"]) == {"bert.encoder.rel_pos_bias.weight"}
+    convert.import_checkpoint(str(hf_dir), str(back))
+    a, b = torch.load(out / "model.pt")["model"], torch.load(back / "model.pt")["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    (m1, _), (m2, _) = load_fairseq(out), load_fairseq(back)
+    ids, mask, types = batch(len(vocab_tokens), seed=7)
+    fids, _ = fairseq_ids(ids, vocab.map_vocab(vocab_tokens))
+    (h1, l1), (h2, l2) = ours(m1, fids, mask, types), ours(m2, fids, mask, types)
+    print(f"\nround trip: max |hidden diff| {(h1 - h2)[mask].abs().max().item():.2e}, "
+          f"max |logit diff| {(l1 - l2)[mask].abs().max().item():.2e}")
+    assert torch.equal(h1[mask], h2[mask]) and torch.equal(l1[mask], l2[mask])
+
+
+def test_export_with_the_original_vocab_restores_bert_ids_and_hugging_face_outputs(bert_dir, converted_bert, tmp_path, vocab_tokens):
+    from transformers import BertForMaskedLM
+
+    (src_dir, hf), (out, _) = bert_dir, converted_bert
+    convert.export_checkpoint(str(out / "model.pt"), str(tmp_path / "hf"), original_vocab=str(src_dir / "vocab.txt"))
+    assert vocab.read_vocab(tmp_path / "hf" / "vocab.txt") == vocab_tokens + ["[P]"]
+    again = BertForMaskedLM.from_pretrained(tmp_path / "hf").eval()
+    ids, mask, types = batch(len(vocab_tokens), seed=9)
+    with torch.no_grad():
+        want = hf(input_ids=ids, attention_mask=mask.long(), token_type_ids=types).logits
+        got = again(input_ids=ids, attention_mask=mask.long(), token_type_ids=types).logits
+    diff = (got[..., : len(vocab_tokens)] - want)[mask].abs().max().item()
+    print(f"\nBERT -> fairseq -> BERT: max |logit diff| {diff:.2e}")
+    assert diff == 0.0
+
+
+# ------------------------------------------------------------------ WordPiece data path
+def split_on_a_document_boundary(text):
+    cut = text.index("", len(text) // 2) + 1
+    return text[:cut], text[cut:]
+
+
+def recipe(text, out, d):
+    """prepare_data.sh --wordpiece-vocab on stdlib docstrings (the converted model's vocab)."""
+    import cli
+
+    train, valid = split_on_a_document_boundary(text)
+    (d / "train.txt").write_text("\n".join(train) + "\n")
+    (d / "valid.txt").write_text("\n".join(valid) + "\n")
+    proc = subprocess.run(
+        ["bash", os.path.join(REPO, "scripts", "prepare_data.sh"), "--train", d / "train.txt", "--valid", d / "valid.txt",
+         "--name", "wp", "--destdir", d, "--wordpiece-vocab", out / "vocab.txt", "--srcdict", out / "dict.txt",
+         "--workers", "1"],
+        capture_output=True, text=True, env={**os.environ, **cli.ENV},
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return d / "wp", train
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory, text, converted_bert):
+    """The slow subprocesses, started in cli.py's two-worker pool as soon as the converted
+    model exists (the first test asks for this fixture), so they run side by side and
+    while the in-process tests do: the recipe, and fairseq-train from the converted
+    checkpoint (--finetune-from-model and --restore-file in one process) on the same text
+    WordPiece-encoded and binarized in-process."""
+    import cli
+    from fairseq_pmlm.weights.wordpiece import WordPieceEncoder
+
+    out, info = converted_bert
+    d = tmp_path_factory.mktemp("wp")
+    enc = WordPieceEncoder(str(out / "vocab.txt"))
+    for name, lines in zip(("train", "valid"), split_on_a_document_boundary(text)):
+        (d / f"{name}.pieces").write_text("\n".join(enc.encode_lines(lines)) + "\n")
+    data = cli.binarize(d / "train.pieces", d / "valid.pieces", d / "bin", srcdict=out / "dict.txt", in_process=True)
+    flags = ["--arch", info["arch"], *info["flags"], "--max-update", "1", "--no-save", "--log-interval", "1"]
+    runs = [(data, d / "ft", "--finetune-from-model", out / "model.pt", *flags),
+            (data, d / "rs", "--restore-file", out / "model.pt", *flags)]
+    return {"recipe": cli.submit(recipe, text, out, d), "training": cli.submit(cli.train_many, runs),
+            "pairs": seq2seq_pairs(text, enc, out, d / "s2s")}
+
+
+def seq2seq_pairs(text, enc, out, d):
+    """A few (docstring sentence -> its first words) pairs, WordPiece-encoded and binarized
+    in-process with the converted dictionary on both sides, for fairseq-generate."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    d.mkdir()
+    heads = [" ".join(t.split()[:4]) for t in text]
+    fits = [6 < len(p.split()) <= 40 and len(h.split()) <= 12  # 48 source and 16 target positions
+            for p, h in zip(enc.encode_lines(text), enc.encode_lines(heads))]
+    src = [t for t, ok in zip(text, fits) if ok][:12]
+    tgt = [h for h, ok in zip(heads, fits) if ok][:12]
+    for lang, lines in (("source", src), ("target", tgt)):
+        (d / f"test.{lang}").write_text("\n".join(enc.encode_lines(lines)) + "\n")
+    args = ["--source-lang", "source", "--target-lang", "target", "--testpref", d / "test", "--destdir", d / "bin",
+            "--srcdict", out / "dict.txt", "--tgtdict", out / "dict.txt", "--workers", "1"]
+    log = preprocess.logger
+    before = list(log.handlers)
+    try:  # it adds a FileHandler per call: close it again
+        preprocess.main(options.get_preprocessing_parser().parse_args(list(map(str, args))))
+    finally:
+        for h in log.handlers[len(before):]:
+            log.removeHandler(h)
+            h.close()
+    return d / "bin", src, tgt
+
+
+@pytest.fixture(scope="module")
+def wordpiece_data(jobs):
+    return jobs["recipe"].result()
+
+
+def test_wordpiece_recipe_ids_equal_bert_tokenizer_ids_on_stdlib_docstrings(wordpiece_data, vocab_tokens):
+    from fairseq.data import Dictionary, data_utils
+    from transformers import BertTokenizer
+
+    data, lines = wordpiece_data
+    d = Dictionary.load(str(data / "dict.txt"))
+    ds = data_utils.load_indexed_dataset(str(data / "train"), d)
+    assert len(ds) == len(lines)
+    tok = BertTokenizer(str(data / "vocab.txt"), do_lower_case=True)
+    mapping = vocab.map_vocab(vocab_tokens)
+    n_tokens = n_continuations = 0
+    for i, line in enumerate(lines):
+        want = tok(line, add_special_tokens=False)["input_ids"] if line else []
+        got = [mapping.rows[t] for t in ds[i][:-1].tolist()]  # minus the EOS fairseq appends
+        assert got == want, f"line {i}: {line!r}"
+        n_tokens += len(want)
+        n_continuations += sum(vocab_tokens[t].startswith("##") for t in want)
+    assert n_tokens > 5000 and n_continuations > 500  # real text, with words split into pieces
+
+
+def test_bert_bpe_detokenises_recipe_pieces_as_the_tokenizer_decodes(wordpiece_data):
+    """fairseq-generate --bpe bert --bpe-vocab-file DATA/vocab.txt turns hypotheses back into text."""
+    from argparse import Namespace
+
+    from fairseq.data import Dictionary, data_utils, encoders
+    from transformers import BertTokenizer
+
+    data, lines = wordpiece_data
+    d = Dictionary.load(str(data / "dict.txt"))
+    ds = data_utils.load_indexed_dataset(str(data / "train"), d)
+    bpe = encoders.build_bpe(Namespace(bpe="bert", bpe_vocab_file=str(data / "vocab.txt"), bpe_cased=False))
+    tok = BertTokenizer(str(data / "vocab.txt"), do_lower_case=True)
+    for i in [i for i, line in enumerate(lines) if line][:50]:
+        text = bpe.decode(d.string(ds[i]))
+        ids = tok(lines[i], add_special_tokens=False)["input_ids"]
+        assert " ##" not in text and text == tok.decode(ids, clean_up_tokenization_spaces=True)
+
+
+def fairseq_generate(*argv):
+    """fairseq-generate's own main() in-process (fairseq is imported already: saves a
+    subprocess's 5-10 s); returns what it printed."""
+    import contextlib
+    import io
+
+    from fairseq import options
+    from fairseq_cli import generate
+
+    args = options.parse_args_and_arch(options.get_generation_parser(), list(map(str, argv)))
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        generate.main(args)
+    return buf.getvalue()
+
+
+def test_fairseq_generate_with_bert_bpe_prints_detokenised_sources_and_targets(jobs, converted_bert):
+    from transformers import BertTokenizer
+
+    out = converted_bert[0]
+    bin_dir, src, tgt = jobs["pairs"]
+    stdout = fairseq_generate(
+        bin_dir, "--user-dir", os.path.join(REPO, "fairseq_pmlm"), "--task", "pmlm_seq2seq", "--path", out / "model.pt",
+        "--gen-subset", "test", "--max-source-positions", "48", "--max-target-positions", "16", "--beam", "2",
+        "--max-len-b", "4", "--batch-size", "16", "--cpu", "--bpe", "bert", "--bpe-vocab-file", out / "vocab.txt",
+        "--required-batch-size-multiple", "1",  # this fairseq build drops a last batch smaller than it (default 8)
+    )
+    tok = BertTokenizer(str(out / "vocab.txt"), do_lower_case=True)
+    detok = lambda s: tok.decode(tok(s, add_special_tokens=False)["input_ids"], clean_up_tokenization_spaces=True)  # noqa: E731
+    for tag, lines in (("S", src), ("T", tgt)):
+        got = {int(l.split("\t")[0][2:]): l.split("\t")[1] for l in stdout.splitlines() if l.startswith(tag + "-")}
+        assert got == {i: detok(line) for i, line in enumerate(lines)}
+    assert sum(l.startswith("D-") for l in stdout.splitlines()) == len(src)
+
+
+def test_converted_checkpoint_trains_with_finetune_from_model_and_restore_file(jobs):
+    import cli
+
+    finetune, restore = jobs["training"].result()
+    for proc in finetune, restore:
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        first = cli.records(proc)[0]
+        assert first["num_updates"] == "1" and 0 < float(first["loss"]) < 100
+    assert "loading pretrained model" in finetune.stdout
+    assert "Loaded checkpoint" in restore.stdout and "@ 0 updates" in restore.stdout
+
+
+def test_hub_interface_encodes_with_wordpiece_and_extracts_the_converted_features(converted_bert, text, vocab_tokens):
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Model
+    from transformers import BertTokenizer
+
+    out, _ = converted_bert
+    hub = UniLMv2Model.from_pretrained(str(out), checkpoint_file="model.pt")
+    tok = BertTokenizer(str(out / "vocab.txt"), do_lower_case=True)
+    line = next(t for t in text if len(t) > 80)
+    ids = hub.encode(line)
+    mapping = vocab.map_vocab(vocab_tokens)
+    assert [mapping.rows[t] for t in ids[:-1].tolist()] == tok(line, add_special_tokens=False)["input_ids"]
+    assert ids[-1].item() == hub.src_dict.eos()
+
+
+# ------------------------------------------------------------------ bad input
+def _break(tmp_path, bert_dir, edit_state=None, edit_config=None, extra_vocab=0):
+    """A copy of the BERT directory with one thing wrong."""
+    from safetensors.torch import load_file, save_file
+
+    src = bert_dir[0]
+    d = tmp_path / "broken"
+    d.mkdir()
+    sd = load_file(src / "model.safetensors")
+    if edit_state:
+        edit_state(sd)
+    save_file(sd, d / "model.safetensors")
+    cfg = json.loads((src / "config.json").read_text())
+    if edit_config:
+        edit_config(cfg)
+    (d / "config.json").write_text(json.dumps(cfg))
+    tokens = vocab.read_vocab(src / "vocab.txt") + [f"extra{i}" for i in range(extra_vocab)]
+    vocab.write_vocab(d / "vocab.txt", tokens)
+    return d
+
+
+def _rename(sd, old, new):
+    sd[new] = sd.pop(old)
+
+
+BAD = {
+    "renamed_key_is_named_as_missing": (dict(edit_state=lambda sd: _rename(sd, "bert.encoder.layer.1.output.dense.weight",
+                                                                   "bert.encoder.layer.1.output.dense_x.weight")),
+                             ["missing key(s)", "bert.encoder.layer.1.output.dense.weight"]),
+    "foreign_key_is_named": (dict(edit_state=lambda sd: sd.__setitem__("bert.encoder.adapter.weight", torch.zeros(2))),
+                             ["unknown key(s)", "bert.encoder.adapter.weight"]),
+    "vocab_size_disagrees_with_embedding": (dict(extra_vocab=3), ["vocab.txt has", "rows"]),
+    "config_layers_disagree_with_checkpoint": (dict(edit_config=lambda c: c.__setitem__("num_hidden_layers", 3)),
+                                               ["num_hidden_layers 3", "layers 0, 1"]),
+    "config_hidden_disagrees_with_weights": (dict(edit_config=lambda c: c.update(hidden_size=48, num_attention_heads=4)),
+                                             ["has shape", "config.json implies"]),
+    "announced_relative_table_missing": (dict(edit_config=lambda c: c.update(rel_pos_bins=32, max_rel_pos=128)),
+                                         ["missing key(s)", "bert.encoder.rel_pos_bias.weight"]),
+    "unsupported_activation": (dict(edit_config=lambda c: c.__setitem__("hidden_act", "gelu_new")), ["hidden_act 'gelu_new'"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_fails_with_one_clear_line_before_writing_anything(case, tmp_path, bert_dir):
+    kwargs, needles = BAD[case]
+    src = _break(tmp_path, bert_dir, **kwargs)
+    with pytest.raises(ConversionError) as e:
+        convert.import_checkpoint(str(src), str(tmp_path / "out"))
+    msg = str(e.value)
+    assert "\n" not in msg and all(n in msg for n in needles), msg
+    assert sorted(os.listdir(tmp_path)) == ["broken"]  # no output, no temp directory
+
+
+def test_arch_that_disagrees_with_the_config_is_refused(tmp_path, bert_dir):
+    with pytest.raises(ConversionError, match=r"--arch unilmv2_base is .* but config.json says \(2, 32, 64, 4\)"):
+        convert.import_checkpoint(str(bert_dir[0]), str(tmp_path / "out"), arch="unilmv2_base")
+    assert not os.listdir(tmp_path)
+
+
+def test_a_failure_while_writing_leaves_no_partial_output(tmp_path, bert_dir, monkeypatch):
+    from fairseq_pmlm.weights import checkpoint
+
+    def disk_full(state, path):
+        with open(path, "wb") as f:
+            f.write(b"partial")
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(checkpoint, "save", disk_full)
+    with pytest.raises(OSError):
+        convert.import_checkpoint(str(bert_dir[0]), str(tmp_path / "out"))
+    assert not os.listdir(tmp_path)
+
+
+def test_command_line_reports_errors_in_one_line_and_exit_code_2(tmp_path, bert_dir, capsys):
+    src = _break(tmp_path, bert_dir, extra_vocab=1)
+    assert convert.main(["import", str(src), str(tmp_path / "out")]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    n = len(vocab.read_vocab(bert_dir[0] / "vocab.txt"))
+    assert errors == [f"convert_checkpoint.py: error: vocab.txt has {n + 1} tokens but the word embedding has {n} rows"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_vocab_module_spells_the_tasks_symbols():
+    from fairseq_pmlm.tasks import pseudo_masked_lm
+
+    assert (vocab.MASK_SYMBOL, vocab.PSEUDO_SYMBOL) == (pseudo_masked_lm.MASK_SYMBOL, pseudo_masked_lm.PSEUDO_SYMBOL)
+
+
+def test_vocab_rows_fairseq_cannot_name_keep_their_weights_under_placeholders():
+    tokens = ["[PAD]", "a", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "b c", "<s>", "a", "", "[P]", "d"]
+    m = vocab.map_vocab(tokens)
+    # "b c" holds a space, "<s>" is fairseq's, the first "a" is shadowed by the second, "" is empty
+    assert m.symbols == ["<s>", "<pad>", "</s>", "<unk>", "[unreachable-1]", "[unreachable-6]", "[unreachable-7]",
+                         "a", "[unreachable-9]", "d", "[MASK]", "[P]"]
+    assert m.rows == [3, 0, 4, 2, 1, 6, 7, 8, 9, 11, 5, 10]  # an existing [P] keeps its own row
+    assert not m.pseudo_from_mask and m.placeholders == 4
+    names, order = vocab.symbols_to_vocab(m.symbols, tokens)  # export restores the original ids
+    assert names == tokens and [m.rows[i] for i in order] == list(range(len(tokens)))
