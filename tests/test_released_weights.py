@@ -29,7 +29,7 @@ def stdlib_lines():
     root = os.path.dirname(os.__file__)
     lines = []
     for m in STDLIB_MODULES:
-        lines += corpus.module_sentences(os.path.join(root, m + ".py")) + [""]
+        lines += corpus.module_sentences(corpus.parse(os.path.join(root, m + ".py"))) + [""]
     return lines
 
 
