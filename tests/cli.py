@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +43,13 @@ def submit(fn, *args, **kwargs):
     """Run ``fn`` (e.g. ``train``) in the two-worker pool; returns a Future. A pool job must
     not wait on another pool job (two workers could deadlock): chain inside one function."""
     return _POOL.submit(fn, *args, **kwargs)
+
+
+def free_port():
+    """A TCP port nothing listens on now (for a rendezvous address)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def write_corpus(path, documents):

@@ -129,6 +129,11 @@ class UniLMv2Model(BaseFairseqModel):
 
     @classmethod
     def build_model(cls, cfg, task):
+        # the torchrun trap: refuse to train alone (imported here, not at the top: runpy warns
+        # when `python -m fairseq_pmlm.distributed_train` finds its module already imported)
+        from ..distributed_train import require_process_group
+
+        require_process_group()
         need = safe_getattr(task.cfg, "tokens_per_sample", None)
         if need is not None and need > cfg.max_positions:
             raise ValueError(

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Data-parallel fairseq-train with this plugin: one process per GPU (or per CPU slot) on one or
+# more nodes, started by torchrun, each running `python -m fairseq_pmlm.distributed_train`
+# (fairseq-train that forms ONE process group from torchrun's variables, on GPUs or on CPUs;
+# plain fairseq-train does not, see README "Distributed training").
+#
+#   bash scripts/train_distributed.sh [--nproc N] [--nnodes M --node-rank R --master HOST[:PORT]]
+#        [--rdzv-timeout S] -- FAIRSEQ-TRAIN-ARGS
+#
+#   one node, 8 GPUs:   bash scripts/train_distributed.sh --nproc 8 -- data-bin/shard0:shard1 --user-dir fairseq_pmlm ...
+#   two nodes by hand:  on node R (0, 1):  bash scripts/train_distributed.sh --nproc 8 --nnodes 2 --node-rank R \
+#                           --master node0.example:29500 -- ...
+#   Slurm (sbatch):     srun --ntasks-per-node 1 bash scripts/train_distributed.sh --nproc 8 -- ...
+#                       (nodes, node rank and master come from SLURM_NNODES, SLURM_NODEID, SLURM_JOB_NODELIST)
+#   CPU, to try it:     bash scripts/train_distributed.sh --nproc 2 -- ... --cpu
+#
+# Defaults: --nproc = GPUs on this node (2 on a CPU-only node), one node, master 127.0.0.1:29500,
+# --rdzv-timeout 300 (seconds torchrun's agents wait for every node). The effective batch is
+# nodes x nproc x (--batch-size or --max-tokens) x --update-freq. FAIRSEQ-TRAIN-ARGS may add
+# --pg-timeout S (default 1800): how long a rank waits for the others, at start and in any
+# collective on CPU (gloo), before it stops with an error.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck disable=SC1091
+[ -f "$ROOT/.venv/bin/activate" ] && source "$ROOT/.venv/bin/activate"
+
+die() { echo "train_distributed.sh: error: $*" >&2; exit 2; }
+NPROC= NNODES=1 NODE_RANK=0 MASTER=127.0.0.1:29500 RDZV_TIMEOUT=300
+if [ -n "${SLURM_JOB_NODELIST:-}" ] && [ -n "${SLURM_NODEID:-}" ]; then
+  # one srun task per node: every node's torchrun meets at the job's first node
+  NNODES=${SLURM_NNODES:?} NODE_RANK=$SLURM_NODEID
+  MASTER="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1):$((20000 + ${SLURM_JOB_ID:-0} % 20000))"
+fi
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --) shift; break ;;
+    --nproc) NPROC=${2-} ;;
+    --nnodes) NNODES=${2-} ;;
+    --node-rank) NODE_RANK=${2-} ;;
+    --master) MASTER=${2-} ;;
+    --rdzv-timeout) RDZV_TIMEOUT=${2-} ;;
+    *) die "unknown flag: $1 (the fairseq-train arguments go after --; see the header of $0)" ;;
+  esac
+  [ $# -ge 2 ] || die "$1 needs a value"
+  shift 2
+done
+[ $# -gt 0 ] || die "no fairseq-train arguments (put them after --)"
+if [ -z "$NPROC" ]; then
+  NPROC=$(python -c 'import torch; print(torch.cuda.device_count() or 2)')
+fi
+case "$MASTER" in
+  *:*) HOST=${MASTER%:*} PORT=${MASTER##*:} ;;
+  *) HOST=$MASTER PORT=29500 ;;
+esac
+
+# static rendezvous: node NODE_RANK of NNODES, ranks NODE_RANK*NPROC ... +NPROC-1
+exec torchrun --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "$NPROC" \
+    --master-addr "$HOST" --master-port "$PORT" --rdzv-conf "timeout=$RDZV_TIMEOUT" \
+    -m fairseq_pmlm.distributed_train "$@"
