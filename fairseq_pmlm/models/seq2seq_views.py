@@ -11,7 +11,9 @@ attention permissions come from ``modules/attention_rule.py`` like everywhere el
   in as ORIGINAL tokens and T [P]s predict y_1..y_T. (y_T = EOS is never needed as input:
   no later step could see it.)
 - decoder, incremental: step k feeds y_{k} (if k > 0) and a [P] at step k+1; the [P] is
-  used for the prediction and dropped from the cache.
+  used for the prediction and dropped from the cache. The cache holds the target tokens'
+  keys/values only; the source's stay in ``encoder_out`` and are read in place, so a step
+  copies nothing of the (long) source.
 """
 import torch
 from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
@@ -42,9 +44,15 @@ class UniLMv2Encoder(FairseqEncoder):
             "kv": [t for kv in kvs for t in kv],  # flat [k0, v0, k1, v1, ...]
             "desc": [kinds, zeros, positions],
             "src_len": [real.sum(1)],
+            "rows": [torch.arange(src_tokens.size(0), device=src_tokens.device)],  # source row of each row
         }
 
     def reorder_encoder_out(self, encoder_out, new_order):
+        # beam search reorders every step, mostly among the beams of one sentence, whose rows
+        # are copies of the same source: then nothing changes and nothing is copied
+        rows = encoder_out["rows"][0]
+        if new_order.numel() == rows.numel() and torch.equal(_select(rows, new_order), rows):
+            return encoder_out
         return {key: [_select(t, new_order) for t in value] for key, value in encoder_out.items()}
 
     def max_positions(self):
@@ -94,19 +102,25 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
         return h[:, T - 1 :]
 
     @staticmethod
-    def _source_past(encoder_out):
+    def _source_kv(encoder_out):
         kv = encoder_out["kv"]
-        return [(kv[i], kv[i + 1]) for i in range(0, len(kv), 2)], tuple(encoder_out["desc"])
+        return [(kv[i], kv[i + 1]) for i in range(0, len(kv), 2)]
+
+    def _source_past(self, encoder_out):
+        return [[kv] for kv in self._source_kv(encoder_out)], tuple(encoder_out["desc"])
 
     def _step(self, prev, encoder_out, incremental_state):
         B, T = prev.shape
         k = T - 1  # predicting target k+1 (1-based): its [P] has step k+1
+        src_kv = self._source_kv(encoder_out)
         cache = self.get_incremental_state(incremental_state, "cache")
-        if cache is None:
-            past = self._source_past(encoder_out)
+        if cache is None:  # no target token yet
+            empty = src_kv[0][0][:, :, :0]
+            tgt_kv = [(empty, empty)] * len(src_kv)
+            tgt_desc = tuple(d[:, :0] for d in encoder_out["desc"])
         else:
-            n = len(self.transformer.layers)
-            past = [(cache[f"k{i}"], cache[f"v{i}"]) for i in range(n)], (cache["kinds"], cache["steps"], cache["positions"])
+            tgt_kv = [(cache[f"k{i}"], cache[f"v{i}"]) for i in range(len(src_kv))]
+            tgt_desc = (cache["kinds"], cache["steps"], cache["positions"])
         src_len = encoder_out["src_len"][0]
         p_tok = torch.full_like(prev[:, -1:], self.pseudo_idx)
         if k == 0:
@@ -117,15 +131,18 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
         as_tensor = lambda v: torch.tensor(v, device=prev.device).expand(B, len(v))  # noqa: E731
         positions = self._positions(src_len, as_tensor(offsets))
         kinds, steps = as_tensor(kinds), as_tensor(steps)
+        past_desc = tuple(torch.cat([s, t], 1) for s, t in zip(encoder_out["desc"], tgt_desc))
         h, kvs = self.transformer(
             tokens, positions, torch.full_like(tokens, TARGET_SEGMENT), kinds, steps,
-            past=past, return_kv=True,
+            past=([[s, t] for s, t in zip(src_kv, tgt_kv)], past_desc), return_kv=True,
         )
         # keep the committed target token's keys/values, drop the [P]'s
-        new = {f"k{i}": kv[0][:, :, :-1] for i, kv in enumerate(kvs)}
-        new.update({f"v{i}": kv[1][:, :, :-1] for i, kv in enumerate(kvs)})
-        for name, old, cur in zip(("kinds", "steps", "positions"), past[1], (kinds, steps, positions)):
-            new[name] = torch.cat([old, cur], 1)[:, :-1]
+        new = {}
+        for i, ((old_k, old_v), (cur_k, cur_v)) in enumerate(zip(tgt_kv, kvs)):
+            new[f"k{i}"] = torch.cat([old_k, cur_k[:, :, :-1]], 2)
+            new[f"v{i}"] = torch.cat([old_v, cur_v[:, :, :-1]], 2)
+        for name, old, cur in zip(("kinds", "steps", "positions"), tgt_desc, (kinds, steps, positions)):
+            new[name] = torch.cat([old, cur[:, :-1]], 1)
         self.set_incremental_state(incremental_state, "cache", new)
         return h[:, -1:]
 

@@ -53,28 +53,37 @@ class SelfAttention(nn.Module):
     def forward(self, x, plan, past_kv=None):
         """``plan``: list of (query_start, query_end, key_end, bias): each block of query rows
         attends to the key prefix [0, key_end) with its additive float bias [B, H|1, Tq, Tk]
-        (-inf = forbidden) or bool mask (True = allowed). ``past_kv``: cached (k, v) that
-        precede this call's keys (incremental decoding)."""
+        (-inf = forbidden) or bool mask (True = allowed). ``past_kv``: list of cached (k, v)
+        segments that precede this call's keys (incremental decoding). Returns the output and
+        this call's own (k, v)."""
         q, k, v = self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))
-        if past_kv is not None:
-            k = torch.cat([past_kv[0], k], dim=2)
-            v = torch.cat([past_kv[1], v], dim=2)
+        new_kv = (k, v)
         p = self.dropout if self.training else 0.0
-        ys = []
-        for q0, q1, k1, bias in plan:
-            qb, kb, vb = q[:, :, q0:q1], k[:, :, :k1], v[:, :, :k1]
-            if self.impl == "sdpa":
-                ys.append(F.scaled_dot_product_attention(qb, kb, vb, attn_mask=bias, dropout_p=p))
-            else:
-                ys.append(reference_attention(qb, kb, vb, bias, p, self.training))
-        y = ys[0] if len(ys) == 1 else torch.cat(ys, dim=2)
+        if past_kv and len(past_kv) > 1:
+            # decoding steps: a few queries over the source and target caches, read in place
+            # (concatenating them would copy every cached key each step)
+            (_, _, _, bias), = plan
+            y = reference_attention(q, [*past_kv, new_kv], bias, p, self.training)
+        else:
+            if past_kv:
+                k = torch.cat([past_kv[0][0], k], dim=2)
+                v = torch.cat([past_kv[0][1], v], dim=2)
+            ys = []
+            for q0, q1, k1, bias in plan:
+                qb, kb, vb = q[:, :, q0:q1], k[:, :, :k1], v[:, :, :k1]
+                if self.impl == "sdpa":
+                    ys.append(F.scaled_dot_product_attention(qb, kb, vb, attn_mask=bias, dropout_p=p))
+                else:
+                    ys.append(reference_attention(qb, [(kb, vb)], bias, p, self.training))
+            y = ys[0] if len(ys) == 1 else torch.cat(ys, dim=2)
         B, _, T, _ = y.shape
-        return self.out(y.transpose(1, 2).reshape(B, T, -1)), (k, v)
+        return self.out(y.transpose(1, 2).reshape(B, T, -1)), new_kv
 
 
-def reference_attention(q, k, v, attn_bias, dropout_p=0.0, training=False):
-    """softmax(QK^T / sqrt(d) + bias) V, spelled out: the path the fast one is checked against."""
-    scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))
+def reference_attention(q, kv_segments, attn_bias, dropout_p=0.0, training=False):
+    """softmax(QK^T / sqrt(d) + bias) V, spelled out: the path the fast one is checked against.
+    The keys/values may come in consecutive segments [(k, v), ...]; they are never concatenated."""
+    scores = torch.cat([q @ k.transpose(-1, -2) for k, _ in kv_segments], -1) / math.sqrt(q.size(-1))
     if attn_bias.dtype == torch.bool:
         scores = scores.masked_fill(~attn_bias, float("-inf"))
     else:
@@ -82,7 +91,8 @@ def reference_attention(q, k, v, attn_bias, dropout_p=0.0, training=False):
     # softmax in at least fp32 (half-precision inputs), without demoting float64
     probs = scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32)).type_as(q)
     probs = F.dropout(probs, dropout_p, training)
-    return probs @ v
+    parts = probs.split([k.size(2) for k, _ in kv_segments], dim=-1)
+    return sum(p @ v for p, (_, v) in zip(parts, kv_segments))
 
 
 class Block(nn.Module):
@@ -184,9 +194,9 @@ class UniLMv2Transformer(nn.Module):
 
         ``prefix_len``: optional int, every row's context occupies columns [0, prefix_len)
         and nothing there may see the columns after it (see ``attention_plan``).
-        ``past`` = (list of per-layer (k, v), (kinds, steps, positions) of the cached keys):
-        the tokens given here are appended after the cached ones (incremental decoding).
-        """
+        ``past`` = (per layer, a list of cached (k, v) segments; (kinds, steps, positions) of
+        all cached keys in that order): the tokens given here come after the cached ones
+        (incremental decoding). With ``return_kv``, each layer's (k, v) of these tokens."""
         x = self.embed(tokens, positions, segments)
         q_desc = (kinds, steps, positions)
         k_desc = q_desc
