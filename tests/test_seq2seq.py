@@ -116,6 +116,26 @@ def test_batched_beam_search_equals_one_sentence_at_a_time(rng):
                 assert abs(float(hb["score"]) - float(ha["score"])) < 1e-4
 
 
+def test_no_repeat_ngram_size_blocks_every_repeated_ngram(tmp_path, rng):
+    """This fairseq build's Python blocker bans nothing (fairseq #5206); the task's generator
+    must never emit an n-gram twice, and the unfixed one shows the model would repeat."""
+    task = seq2seq_task(tmp_path, max_source_positions=16)
+    model = tiny_model(task.dictionary, seed=3)
+    src, lens, _, _ = random_pairs(task.dictionary, rng)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lens}}
+
+    def repeats(gen, n):
+        with torch.no_grad():
+            hyps = [h["tokens"].tolist() for beams in gen.forward(sample) for h in beams]
+        return sum(len(g) - len(set(g)) for g in ([tuple(t[i:i + n]) for i in range(len(t) - n + 1)] for t in hyps))
+
+    for n in (2, 3):
+        args = GenerationConfig(beam=4, max_len_a=0, max_len_b=20, min_len=20, no_repeat_ngram_size=n)
+        assert repeats(SequenceGenerator([model], task.dictionary, beam_size=4, max_len_b=20, min_len=20,
+                                         no_repeat_ngram_size=n), n) > 0  # the bug this guards against
+        assert repeats(task.build_generator([model], args), n) == 0
+
+
 def test_prefix_sampling_and_nbest_behave_as_for_fairseq_models(rng):
     d = make_dictionary()
     model = tiny_model(d, seed=5)

@@ -24,6 +24,7 @@ from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
 
 from ..data.complete_batches import CompleteBatchesMixin
+from ..modules.ngram_repeat_block import fix_repeat_ngram_blocker
 from .pseudo_masked_lm import MASK_SYMBOL, load_pmlm_dictionary
 
 logger = logging.getLogger(__name__)
@@ -167,7 +168,8 @@ class PMLMSeq2SeqTask(FairseqTask):
 
     def build_generator(self, models, args, **kwargs):
         """fairseq's SequenceGenerator, after checking that the longest target it may produce
-        still has positions left after the longest source (else it would fail mid-run)."""
+        still has positions left after the longest source (else it would fail mid-run), with
+        a ``--no-repeat-ngram-size`` blocker that works (modules/ngram_repeat_block.py)."""
         limit = min(m.max_positions() for m in models)
         src = self.cfg.max_source_positions
         longest = int(args.max_len_a * src + args.max_len_b)
@@ -178,7 +180,7 @@ class PMLMSeq2SeqTask(FairseqTask):
                 f"allows {longest} target tokens, but after a source of up to {src} positions "
                 f"(--max-source-positions) the model's {limit} positions leave {limit - src - 1}"
             )
-        return super().build_generator(models, args, **kwargs)
+        return fix_repeat_ngram_blocker(super().build_generator(models, args, **kwargs))
 
     def max_positions(self):
         return (self.cfg.max_source_positions, self.cfg.max_target_positions)
