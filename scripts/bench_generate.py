@@ -20,6 +20,7 @@ from fairseq.sequence_generator import SequenceGenerator
 
 import fairseq_pmlm  # noqa: F401  (registers the model)
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
+from fairseq_pmlm.modules.ngram_repeat_block import fix_repeat_ngram_blocker
 from fairseq_pmlm.tasks.pseudo_masked_lm import MASK_SYMBOL, PSEUDO_SYMBOL
 
 
@@ -61,8 +62,10 @@ def bart_base(d, a):
 
 
 def time_generation(model, d, sample, a):
-    gen = SequenceGenerator([model], d, beam_size=a.beam, max_len_a=0, max_len_b=a.target_len,
-                            min_len=a.target_len, no_repeat_ngram_size=3)
+    # the working trigram blocker for every system (pmlm_seq2seq's generator uses it)
+    gen = fix_repeat_ngram_blocker(SequenceGenerator(
+        [model], d, beam_size=a.beam, max_len_a=0, max_len_b=a.target_len, min_len=a.target_len,
+        no_repeat_ngram_size=3))
     with torch.no_grad():
         gen.forward(sample)  # warm-up
         t = time.perf_counter()

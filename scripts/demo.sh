@@ -18,10 +18,12 @@ SUM=data-bin/stdlib-sum
 ARCH=${ARCH:-unilmv2_small}
 PRE_MINUTES=${PRE_MINUTES:-6}   # pre-training wall-clock budget (fairseq --stop-time-hours)
 TOKENS=${TOKENS_PER_SAMPLE:-128}
-BATCH=${BATCH:-32}              # sequences per update
+BATCH=${BATCH:-16}              # sequences per update
 mkdir -p "$OUT"
 start=$SECONDS
 hours() { python -c "print($1 / 60)"; }
+# the decay schedule spans what fits in the budget (~80 updates a minute on 2 cores)
+UPDATES=${PRE_UPDATES:-$((PRE_MINUTES * 80))}
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   DEVICE_FLAGS=(--fp16)
 else
@@ -45,11 +47,11 @@ fairseq-train "$DATA" --user-dir fairseq_pmlm \
   --task pseudo_masked_lm --arch "$ARCH" --criterion pmlm --objective ae+par \
   --tokens-per-sample "$TOKENS" --batch-size "$BATCH" --max-tokens 100000 \
   --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-6 --weight-decay 0.01 \
-  --lr 5e-4 --lr-scheduler polynomial_decay --warmup-updates 50 --total-num-update 420 \
-  --max-update 420 --stop-time-hours "$(hours "$PRE_MINUTES")" \
+  --lr 1e-3 --lr-scheduler polynomial_decay --warmup-updates 50 --total-num-update "$UPDATES" \
+  --max-update "$UPDATES" --stop-time-hours "$(hours "$PRE_MINUTES")" \
   --dropout 0.1 --attention-dropout 0.1 --seed 1 \
-  --log-format json --log-interval 10 --validate-interval-updates 100 --max-valid-steps 10 \
-  --save-dir "$OUT/checkpoints" --no-epoch-checkpoints --save-interval-updates 100 \
+  --log-format json --log-interval 20 --validate-interval-updates 200 --max-valid-steps 10 \
+  --save-dir "$OUT/checkpoints" --no-epoch-checkpoints --save-interval-updates 200 \
   --keep-interval-updates 1 "${DEVICE_FLAGS[@]}" 2>&1 | tee "$OUT/train.log"
 PRETRAINED="$OUT/checkpoints/checkpoint_last.pt"
 
@@ -57,11 +59,11 @@ echo "== 4/6 summarisation pairs -> $SUM (the pre-training sentencepiece model a
 bash scripts/s2s/prepare.sh "$OUT/pairs" --name stdlib-sum --pretrain-data "$DATA"
 
 for init in pretrained random; do
-  echo "== 5/6 fine-tuning ($init initialisation): 2 epochs (preset demo of scripts/s2s/presets.sh)"
+  echo "== 5/6 fine-tuning ($init initialisation): 3 epochs (preset demo of scripts/s2s/presets.sh)"
   rm -rf "$OUT/sum-$init"
   bash scripts/s2s/finetune.sh demo "$SUM" "$([ $init = pretrained ] && echo "$PRETRAINED" || echo none)" \
     "$OUT/sum-$init" --arch "$ARCH" \
-    --validate-interval-updates 1000 --save-interval-updates 1000 "${DEVICE_FLAGS[@]}" \
+    --dropout 0 --attention-dropout 0 --disable-validation "${DEVICE_FLAGS[@]}" \
     > "$OUT/finetune-$init.log" 2>&1 || { tail -20 "$OUT/finetune-$init.log"; exit 1; }
   grep -E '"train_loss"' "$OUT/finetune-$init.log" | tail -1 | sed 's/.*| train | /   end of training: /'
   echo "== 6/6 fairseq-generate ($init): beam 4, trigram blocking"
