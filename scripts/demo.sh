@@ -6,7 +6,7 @@
 # of the same model from random initialisation, fairseq-generate, and one ROUGE table
 # (pre-trained, random init, lead-1 baseline) on modules never seen in pre-training.
 #
-#   bash scripts/demo.sh                          # everything, ~13 minutes on 2 CPU cores
+#   bash scripts/demo.sh                          # everything, ~14 minutes on 2 CPU cores
 #   PRE_MINUTES=3 bash scripts/demo.sh           # shorter pre-training
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +47,7 @@ fairseq-train "$DATA" --user-dir fairseq_pmlm \
   --task pseudo_masked_lm --arch "$ARCH" --criterion pmlm --objective ae+par \
   --tokens-per-sample "$TOKENS" --batch-size "$BATCH" --max-tokens 100000 \
   --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-6 --weight-decay 0.01 \
-  --lr 1e-3 --lr-scheduler polynomial_decay --warmup-updates 50 --total-num-update "$UPDATES" \
+  --lr 2e-4 --lr-scheduler polynomial_decay --warmup-updates 50 --total-num-update "$UPDATES" \
   --max-update "$UPDATES" --stop-time-hours "$(hours "$PRE_MINUTES")" \
   --dropout 0.1 --attention-dropout 0.1 --seed 1 \
   --log-format json --log-interval 20 --validate-interval-updates 200 --max-valid-steps 10 \
