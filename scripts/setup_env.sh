@@ -9,7 +9,8 @@ VENV="$ROOT/.venv"
 REQ="$ROOT/requirements.txt"
 STAMP="$VENV/.pmlm-installed"
 TORCH=$(grep -E '^torch==' "$REQ")
-FAIRSEQ=$(grep -E '^ve-fairseq==' "$REQ")
+# packages whose declared dependencies must not be installed (see requirements.txt)
+mapfile -t NODEPS < <(grep -E '^[^#]+#\s*no-deps' "$REQ" | cut -d' ' -f1)
 want=$( (grep -vE '^\s*(#|$)' "$REQ"; cat "$ROOT/setup.py") | sha1sum | cut -d' ' -f1)
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -29,13 +30,12 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ] || [ "${have_torch%%+*}" != "${T
   rm -f "$STAMP"
   # everything but ve-fairseq in one resolve; the constraint keeps any dependency from
   # bringing another torch build (a CPU torch 2.13.0 is what this machine serves)
-  grep -vE '^\s*(#|$)|^ve-fairseq==' "$REQ" > "$VENV/.pmlm-requirements.txt"
+  grep -vE '^\s*(#|$)|#\s*no-deps' "$REQ" > "$VENV/.pmlm-requirements.txt"
   echo "$TORCH" > "$VENV/.pmlm-constraints.txt"
   echo "setup_env:   torch + requirements"
   pipq -r "$VENV/.pmlm-requirements.txt" -c "$VENV/.pmlm-constraints.txt"
-  # --no-deps: ve-fairseq declares torchaudio, which would pull a CUDA torch
-  echo "setup_env:   $FAIRSEQ (--no-deps)"
-  pipq --no-deps "$FAIRSEQ"
+  echo "setup_env:   ${NODEPS[*]} (--no-deps)"
+  pipq --no-deps "${NODEPS[@]}"
   echo "setup_env:   fairseq-pmlm (editable)"
   # newer setuptools print a multi-line notice about editable installs: keep it for failures only
   pipq --no-deps -e "$ROOT" > "$VENV/.pmlm-editable.log" || { cat "$VENV/.pmlm-editable.log" >&2; exit 1; }

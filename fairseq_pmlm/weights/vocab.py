@@ -35,8 +35,33 @@ def placeholder(row):
     return f"[unreachable-{row}]"
 
 
+def read_tokenizer_json(path):
+    """A Hugging Face ``tokenizer.json`` of a WordPiece model -> (tokens in id order, lowercase
+    or None). Released models often ship only this file: it holds the same vocabulary as a
+    vocab.txt, as a token -> id map, plus the normaliser that says whether text is lower-cased."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            spec = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a readable tokenizer.json ({type(e).__name__})") from None
+    model = spec.get("model") or {}
+    if model.get("type") != "WordPiece":
+        raise ValueError(f"{path}: a {model.get('type') or 'unknown'} tokenizer, not WordPiece "
+                         "(only BERT-style WordPiece vocabularies convert)")
+    ids = model.get("vocab") or {}
+    if sorted(ids.values()) != list(range(len(ids))):
+        raise ValueError(f"{path}: the WordPiece ids are not 0..{len(ids) - 1}")
+    normalizer = spec.get("normalizer") or {}
+    return sorted(ids, key=ids.get), normalizer.get("lowercase")
+
+
 def read_vocab(path):
-    """vocab.txt -> list of tokens (row = line number), as BERT's tokenizer reads it."""
+    """vocab.txt (or a WordPiece tokenizer.json) -> list of tokens (row = line number, as
+    BERT's tokenizer reads it)."""
+    if str(path).endswith(".json"):
+        return read_tokenizer_json(path)[0]
     with open(path, encoding="utf-8") as f:
         tokens = [line.rstrip("\n") for line in f]
     if tokens and tokens[-1] == "":  # a final newline is not a token

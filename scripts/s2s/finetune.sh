@@ -1,13 +1,15 @@
-#!/usr/bin/env bash
 # Fine-tune a unilmv2 checkpoint for sequence-to-sequence with s2s-ft's pseudo-masking
 # (task pmlm_seq2seq, criterion pmlm_seq2seq), with a preset of scripts/s2s/presets.sh.
 # Linear warmup + linear decay over EPOCHS epochs, as in the paper's appendix.
 #
 #   bash scripts/s2s/finetune.sh PRESET DATA PRETRAINED.pt|none SAVE_DIR [fairseq-train flags...]
 #   e.g. bash scripts/s2s/finetune.sh xsum data-bin/xsum checkpoints/unilmv2_base/checkpoint_last.pt \
-#            checkpoints/xsum --arch unilmv2_base --fp16 --batch-size 16 --update-freq 4
-# PRETRAINED=none trains from random initialisation (a baseline). Extra flags come last, so
-# they override the preset (e.g. --max-update, --stop-time-hours, --arch).
+#            checkpoints/xsum --batch-size 16 --update-freq 4
+# The architecture and its flags are read from PRETRAINED (a fairseq-train checkpoint or the
+# model.pt of convert_checkpoint.py import); PRETRAINED=none trains from random initialisation
+# (a baseline) and then needs --arch (and size flags). The data directory's tokenizer is
+# recorded in the checkpoint (--bpe ...), so the hub and fairseq-interactive detokenise without
+# being told. Extra flags come last, so they override the preset (--max-update, --arch, ...).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 # shellcheck disable=SC1091
@@ -21,8 +23,14 @@ preset "$PRESET" || exit 2
 INIT=()
 if [ "$PRE" != none ]; then
   [ -f "$PRE" ] || die "pre-trained checkpoint not found: $PRE"
-  INIT=(--finetune-from-model "$PRE")
+  FLAGS=$(python "$ROOT/scripts/recipe_info.py" model-flags "$PRE") || exit 2
+  mapfile -t INIT <<< "$FLAGS"
+  INIT+=(--finetune-from-model "$PRE")
+else
+  [[ " $* " == *" --arch "* || " $* " == *" --arch="* ]] || die "PRETRAINED=none (random init) needs --arch"
 fi
+BPE=$(python "$ROOT/scripts/recipe_info.py" bpe-flags "$DATA") || exit 2
+mapfile -t BPE <<< "$BPE"
 # updates for EPOCHS epochs at BATCH pairs an update (the linear schedule needs the total)
 PAIRS=$(python -c "from fairseq.data import MMapIndexedDataset as D; print(len(D('$DATA/train.source-target.source')))")
 TOTAL=$(( EPOCHS * ( (PAIRS + BATCH - 1) / BATCH ) ))
@@ -31,7 +39,7 @@ DEVICE=(--cpu); python -c "import torch,sys; sys.exit(0 if torch.cuda.is_availab
 echo "s2s/finetune: $PRESET on $DATA: $PAIRS pairs, $TOTAL updates of $BATCH, warmup $WARM, lr $LR, init ${PRE}"
 fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" \
   --task pmlm_seq2seq --criterion pmlm_seq2seq --label-smoothing 0.1 \
-  --arch unilmv2_base --max-positions "$POSITIONS" \
+  --max-positions "$POSITIONS" "${BPE[@]}" \
   --max-source-positions "$SRC" --max-target-positions "$TGT" --target-mask-prob "$TMASK" \
   --optimizer adam --adam-betas '(0.9, 0.999)' --adam-eps 1e-8 --weight-decay 0.01 --clip-norm 1.0 \
   --lr "$LR" --lr-scheduler polynomial_decay --warmup-updates "$WARM" --total-num-update "$TOTAL" \

@@ -1,10 +1,11 @@
-#!/usr/bin/env bash
 # Sequence-to-sequence data: RAW_DIR/{train,valid,test}.{source,target} (one example a line,
-# raw text) -> the pre-training sentencepiece model -> fairseq-preprocess with the
-# pre-training dictionary on both sides -> DESTDIR/NAME (+ spm.model for detokenising).
+# raw text) -> the pre-training tokenizer -> fairseq-preprocess with the pre-training dictionary
+# on both sides -> DESTDIR/NAME (+ the tokenizer files, for detokenising and the hub).
 #
-#   bash scripts/s2s/prepare.sh RAW_DIR --name xsum --pretrain-data data-bin/mycorpus [--destdir data-bin]
-# (--pretrain-data is the directory scripts/prepare_data.sh wrote: its spm.model and dict.txt)
+#   bash scripts/s2s/prepare.sh RAW_DIR --name xsum --pretrain-data DIR [--destdir data-bin]
+# DIR holds dict.txt and one tokenizer: a pre-training data directory of scripts/prepare_data.sh
+# (spm.model, or vocab.txt with --wordpiece-vocab) or a directory of convert_checkpoint.py import
+# (vocab.txt + tokenizer_config.json: released BERT/UniLMv2 weights).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 # shellcheck disable=SC1091
@@ -24,7 +25,9 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$NAME" ] && [ -n "$PRE" ] || die "--name and --pretrain-data are required"
 [ -d "$RAW" ] || die "raw directory not found: $RAW"
-for f in "$PRE/spm.model" "$PRE/dict.txt"; do [ -f "$f" ] || die "file not found: $f (run scripts/prepare_data.sh)"; done
+[ -f "$PRE/dict.txt" ] || die "file not found: $PRE/dict.txt (run scripts/prepare_data.sh or convert_checkpoint.py import)"
+TOKENIZER=$(python "$ROOT/scripts/recipe_info.py" bpe-flags "$PRE") || exit 2  # fairseq's --bpe flags, one a line
+BPE=$(sed -n 2p <<< "$TOKENIZER")
 SPLITS=()
 for split in train valid test; do
   if [ -f "$RAW/$split.source" ] || [ -f "$RAW/$split.target" ]; then
@@ -44,15 +47,23 @@ for split in "${SPLITS[@]}"; do
   for side in source target; do INPUTS+=("$RAW/$split.$side"); OUTPUTS+=("$TMP/$split.$side"); done
   PREFS+=("--${split}pref" "$TMP/$split")
 done
-echo "s2s/prepare: sentencepiece-encoding ${SPLITS[*]} with $PRE/spm.model"
-python "$ROOT/scripts/spm_encode.py" --model "$PRE/spm.model" --inputs "${INPUTS[@]}" --outputs "${OUTPUTS[@]}"
+if [ "$BPE" = sentencepiece ]; then
+  echo "s2s/prepare: sentencepiece-encoding ${SPLITS[*]} with $PRE/spm.model"
+  python "$ROOT/scripts/spm_encode.py" --model "$PRE/spm.model" --inputs "${INPUTS[@]}" --outputs "${OUTPUTS[@]}"
+else
+  echo "s2s/prepare: WordPiece-encoding ${SPLITS[*]} with $PRE/vocab.txt"
+  CASE=uncased; grep -qx -- --bpe-cased <<< "$TOKENIZER" && CASE=cased
+  python "$ROOT/scripts/wordpiece_encode.py" --vocab "$PRE/vocab.txt" --case "$CASE" --dict-out "$TMP/wp.dict.txt" \
+    --inputs "${INPUTS[@]}" --outputs "${OUTPUTS[@]}"
+  cmp -s "$TMP/wp.dict.txt" "$PRE/dict.txt" || die "$PRE/dict.txt is not the dictionary of $PRE/vocab.txt"
+fi
 echo "s2s/prepare: fairseq-preprocess (the pre-training dictionary on both sides)"
 mkdir "$TMP/bin"
 fairseq-preprocess --source-lang source --target-lang target "${PREFS[@]}" \
   --srcdict "$PRE/dict.txt" --tgtdict "$PRE/dict.txt" --destdir "$TMP/bin" --workers 2 \
   > "$TMP/preprocess.log" 2>&1 || { tail -5 "$TMP/preprocess.log" >&2; die "fairseq-preprocess failed"; }
 grep -E "\] .*(sents|tokens)" "$TMP/preprocess.log" | sed "s#.*\] $TMP/#s2s/prepare:   #" || true
-cp "$PRE/spm.model" "$TMP/bin/spm.model"
+python "$ROOT/scripts/recipe_info.py" copy-tokenizer "$PRE" "$TMP/bin" > /dev/null
 rm -rf "${DEST:?}/$NAME"
 mv "$TMP/bin" "$DEST/$NAME"
 echo "s2s/prepare: wrote $DEST/$NAME"

@@ -1,0 +1,89 @@
+"""Which text tokenizer a data or model directory uses, and how fairseq is told about it.
+
+The contract every recipe relies on: a directory made by this plugin (``prepare_data.sh``,
+``s2s/prepare.sh``, ``convert_checkpoint.py import``) holds its ``dict.txt`` and exactly one
+tokenizer beside it:
+
+- ``spm.model``: sentencepiece (trained by ``prepare_data.sh``) -> ``--bpe sentencepiece``;
+- ``vocab.txt`` (+ ``tokenizer_config.json`` saying ``do_lower_case``): BERT WordPiece, from
+  released weights -> ``--bpe bert --bpe-vocab-file vocab.txt [--bpe-cased]``.
+
+Importing this needs neither fairseq nor torch (the recipes call it through
+``scripts/recipe_info.py``, a fraction of a second instead of fairseq's import).
+"""
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from typing import Optional
+
+SENTENCEPIECE, WORDPIECE = "spm.model", "vocab.txt"
+CASING = "tokenizer_config.json"
+
+
+@dataclass
+class TokenizerFiles:
+    kind: str  # "sentencepiece" or "bert" (fairseq's --bpe names)
+    path: str  # spm.model or vocab.txt
+    cased: Optional[bool] = None  # WordPiece only
+
+    def fairseq_flags(self):
+        if self.kind == "sentencepiece":
+            return ["--bpe", "sentencepiece", "--sentencepiece-model", self.path]
+        return ["--bpe", "bert", "--bpe-vocab-file", self.path] + (["--bpe-cased"] if self.cased else [])
+
+    def fairseq_cfg(self):
+        """The ``cfg.bpe`` group fairseq builds from those flags (for the hub)."""
+        if self.kind == "sentencepiece":
+            return {"_name": "sentencepiece", "sentencepiece_model": self.path}
+        return {"_name": "bert", "bpe_vocab_file": self.path, "bpe_cased": bool(self.cased)}
+
+    def files(self):
+        return [self.path] + ([os.path.join(os.path.dirname(self.path), CASING)] if self.kind == "bert" else [])
+
+
+def read_casing(directory):
+    """True/False from ``tokenizer_config.json``'s ``do_lower_case``; None if it does not say."""
+    path = os.path.join(directory, CASING)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        lower = json.load(f).get("do_lower_case")
+    return None if lower is None else not lower
+
+
+def write_casing(directory, cased):
+    with open(os.path.join(directory, CASING), "w", encoding="utf-8") as f:
+        json.dump({"tokenizer_class": "BertTokenizer", "do_lower_case": not cased}, f)
+        f.write("\n")
+
+
+def find(directory):
+    """The tokenizer of ``directory`` (see the module docstring); ValueError naming the
+    directory when it has none or both."""
+    spm, wp = (os.path.join(directory, n) for n in (SENTENCEPIECE, WORDPIECE))
+    has_spm, has_wp = os.path.isfile(spm), os.path.isfile(wp)
+    if has_spm and has_wp:
+        raise ValueError(f"{directory} holds both {SENTENCEPIECE} and {WORDPIECE}: which tokenizer is meant?")
+    if has_spm:
+        return TokenizerFiles("sentencepiece", os.path.abspath(spm))
+    if has_wp:
+        cased = read_casing(directory)
+        if cased is None:
+            from .vocab import read_vocab, vocab_is_cased
+
+            cased = vocab_is_cased(read_vocab(wp))
+        return TokenizerFiles("bert", os.path.abspath(wp), cased)
+    raise ValueError(f"{directory} has no tokenizer: neither {SENTENCEPIECE} (scripts/prepare_data.sh) nor "
+                     f"{WORDPIECE} (scripts/convert_checkpoint.py import)")
+
+
+def copy(src_dir, dest_dir):
+    """Copy ``src_dir``'s tokenizer files into ``dest_dir``; returns the copy's TokenizerFiles."""
+    tok = find(src_dir)
+    for path in tok.files():
+        if os.path.isfile(path):
+            shutil.copy(path, os.path.join(dest_dir, os.path.basename(path)))
+    if tok.kind == "bert" and not os.path.isfile(os.path.join(dest_dir, CASING)):
+        write_casing(dest_dir, tok.cased)
+    return find(dest_dir)
