@@ -85,6 +85,54 @@ def test_converted_minilm_equals_transformers_bert_model_on_real_sentences(hf_di
     assert diff <= 1e-5
 
 
+@pytest.fixture(scope="module")
+def hub(converted):
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Model
+
+    return UniLMv2Model.from_pretrained(str(converted[0]))  # finds model.pt, dict.txt, vocab.txt
+
+
+def test_hub_features_equal_transformers_on_the_tokens_transformers_would_use(hf_dir, hub):
+    """encode() = the BERT tokenizer's [CLS] A [SEP] (B [SEP]) and extract_features() = BertModel's
+    last_hidden_state, for one sentence and for a pair (segment ids read off the first [EOS])."""
+    from transformers import AutoTokenizer, BertModel
+
+    tok = AutoTokenizer.from_pretrained(hf_dir)
+    bert = BertModel.from_pretrained(hf_dir).eval()
+    (a, b), (c, _) = docstring_pairs()[:2]
+    for texts in ((a,), (c, b)):
+        enc = tok(*texts, return_tensors="pt")
+        ids = hub.encode(*texts)
+        assert [hub.src_dict[i] for i in ids] == [{"[CLS]": "<s>", "[SEP]": "</s>"}.get(t, t) for t in
+                                                  tok.convert_ids_to_tokens(enc["input_ids"][0])]
+        with torch.no_grad():
+            want = bert(**enc).last_hidden_state
+            got = hub.extract_features(ids)
+        assert got.shape == want.shape == (1, len(ids), 384)
+        assert (got - want).abs().max().item() <= 1e-5
+    assert hub.decode(hub.encode("Hello, World!", "Second part.")) == ["hello, world!", "second part."]
+
+
+def test_hub_fill_mask_predict_and_generate_on_a_pretrained_checkpoint(hub):
+    filled = hub.fill_mask("The cat sat on the [MASK].", topk=3)
+    assert len(filled) == 3 and all(0 <= p <= 1 for _, p, _ in filled)
+    assert filled[0][1] >= filled[1][1] >= filled[2][1]
+    # all-MiniLM-L6-v2 ships no MLM head (its AE head starts fresh), so the fillers are arbitrary
+    # pieces: check the form, not the words
+    for text, _, filler in filled:
+        assert text.startswith("the cat sat on the") and text.endswith(".") and filler.lstrip("#") in text
+    assert hub.fill_mask("The cat sat on the <mask>.", topk=3) == filled  # RoBERTa's spelling too
+    with pytest.raises(ValueError, match="exactly one"):
+        hub.fill_mask("no mask here")
+    hub.register_classification_head("pair", num_classes=3)
+    out = hub.predict("pair", hub.encode("A premise.", "A hypothesis."))
+    assert out.shape == (1, 3) and torch.allclose(out.exp().sum(-1), torch.ones(1))
+    with pytest.raises(KeyError, match="no classification head 'other'"):
+        hub.predict("other", hub.encode("x"))
+    with pytest.raises(ValueError, match="generate: this checkpoint's task is pseudo_masked_lm"):
+        hub.sample("Some long text.")
+
+
 def test_released_minilm_fine_tunes_and_decodes_through_the_s2s_recipes(converted, tmp_path):
     """prepare.sh on a converted directory, finetune.sh reading the arch from the checkpoint,
     generate.sh detokenising with the data's WordPiece vocab: real summaries come out."""
@@ -94,7 +142,7 @@ def test_released_minilm_fine_tunes_and_decodes_through_the_s2s_recipes(converte
     pairs = docstring_pairs()
     raw = tmp_path / "raw"
     raw.mkdir()
-    for split, rows in (("train", pairs[:48]), ("valid", pairs[48:52]), ("test", pairs[52:58])):
+    for split, rows in (("train", pairs[:20]), ("valid", pairs[20:24]), ("test", pairs[24:30])):
         for side, col in (("source", 0), ("target", 1)):
             (raw / f"{split}.{side}").write_text("".join(r[col] + "\n" for r in rows))
     env = {**os.environ, **cli.ENV}
@@ -123,3 +171,12 @@ def test_released_minilm_fine_tunes_and_decodes_through_the_s2s_recipes(converte
     words = " ".join(hyps).split()
     assert words and not any(w.startswith("##") or w in ("[P]", "[MASK]", "<s>", "[CLS]") for w in words)
     assert "ROUGE" in (tmp_path / "gen" / "scores.txt").read_text()
+    # the hub on the fine-tuning save dir (dictionary and tokenizer copied there by finetune.sh):
+    # no extra arguments, same summaries as fairseq-generate with the same settings
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Model
+
+    hub = UniLMv2Model.from_pretrained(str(tmp_path / "ck"), checkpoint_file="checkpoint_last.pt")
+    sources = (raw / "test.source").read_text().splitlines()
+    summaries = hub.sample(sources[:2], beam=4)
+    assert len(summaries) == 2 and all(isinstance(s, str) for s in summaries)
+    assert hub.sample(sources[:3], beam=2, max_len_b=8, no_repeat_ngram_size=3) == hyps[:3]

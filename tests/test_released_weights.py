@@ -544,8 +544,8 @@ def test_hub_interface_encodes_with_wordpiece_and_extracts_the_converted_feature
     line = next(t for t in text if len(t) > 80)
     ids = hub.encode(line)
     mapping = vocab.map_vocab(vocab_tokens)
-    assert [mapping.rows[t] for t in ids[:-1].tolist()] == tok(line, add_special_tokens=False)["input_ids"]
-    assert ids[-1].item() == hub.src_dict.eos()
+    assert [mapping.rows[t] for t in ids[1:-1].tolist()] == tok(line, add_special_tokens=False)["input_ids"]
+    assert ids[0].item() == hub.src_dict.bos() and ids[-1].item() == hub.src_dict.eos()
 
 
 # ------------------------------------------------------------------ bad input

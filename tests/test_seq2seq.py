@@ -288,3 +288,15 @@ def test_train_then_generate_learns_a_copy_task(tmp_path):
                 "--path", ckpt, "--beam", "4", "--max-len-b", "8", "--cpu", stdin="\n".join(queries) + "\n").stdout
     answers = [l.split("\t")[2] for l in inter.splitlines() if l.startswith("H-")]
     assert sum(a == q for a, q in zip(answers, queries)) >= 2, answers
+
+    # the Python hub finds checkpoint_best.pt and the training data's dictionary by itself and
+    # decodes as fairseq-interactive does (same generator, same [SOS] SRC [EOS] input)
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Model
+
+    hub = UniLMv2Model.from_pretrained(str(tmp_path / "ckpt"))
+    assert hub.sample(queries, beam=4, max_len_b=8) == answers
+    assert hub.sample(queries[0], beam=4, max_len_b=8) == answers[0]
+    tokens = hub.encode(queries[0])
+    assert tokens[0] == hub.src_dict.bos() and tokens[-1] == hub.src_dict.eos() and hub.decode(tokens) == queries[0]
+    with pytest.raises(ValueError, match="fill_mask: this is a sequence-to-sequence fine-tuned checkpoint"):
+        hub.fill_mask("w1 [MASK] w3")

@@ -141,6 +141,14 @@ class UniLMv2Model(BaseFairseqModel):
             )
         return cls(cfg, task.source_dictionary)
 
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file=None, data_name_or_path=None, **kwargs):
+        """A hub interface (models/hub_interface.py): a directory or a checkpoint file; the
+        checkpoint, dictionary and tokenizer are found as that module's docstring says."""
+        from .hub_interface import from_pretrained
+
+        return from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
+
     def register_classification_head(self, name, num_classes=None, inner_dim=None, **kwargs):
         """fairseq's sentence_prediction task calls this (as for RoBERTa)."""
         dim = self.cfg.encoder_embed_dim

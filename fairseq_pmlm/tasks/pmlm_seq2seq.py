@@ -118,6 +118,8 @@ class PMLMSeq2SeqTask(FairseqTask):
     def _side(self, split, lang):
         paths = utils.split_paths(self.cfg.data)
         prefix = os.path.join(paths[0], f"{split}.{self.cfg.source_lang}-{self.cfg.target_lang}.{lang}")
+        if os.path.isfile(prefix + ".bin") and os.path.getsize(prefix + ".bin") == 0:
+            raise ValueError(f"dataset is empty: {prefix}.bin (no lines in that split)")  # numpy: "cannot mmap"
         ds = data_utils.load_indexed_dataset(prefix, self.dictionary)
         if ds is None:
             raise FileNotFoundError(f"dataset not found: {prefix}.{{bin,idx}}")

@@ -9,7 +9,8 @@
 # model.pt of convert_checkpoint.py import); PRETRAINED=none trains from random initialisation
 # (a baseline) and then needs --arch (and size flags). The data directory's tokenizer is
 # recorded in the checkpoint (--bpe ...), so the hub and fairseq-interactive detokenise without
-# being told. Extra flags come last, so they override the preset (--max-update, --arch, ...).
+# being told; SAVE_DIR also gets a copy of the data's dictionary and tokenizer, so
+# `UniLMv2Model.from_pretrained(SAVE_DIR)` needs nothing else. Extra flags come last, so they override the preset (--max-update, --arch, ...).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 # shellcheck disable=SC1091
@@ -46,3 +47,6 @@ fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" \
   --max-update "$TOTAL" --batch-size "$BATCH" --required-batch-size-multiple 1 \
   --save-dir "$SAVE" --no-epoch-checkpoints --log-format json --log-interval 10 \
   --num-workers 2 --seed 1 "${DEVICE[@]}" "${INIT[@]}" "$@"
+# what the hub needs beside the checkpoint (the test split and binaries stay in DATA)
+cp "$DATA"/dict.*.txt "$SAVE"/
+python "$ROOT/scripts/recipe_info.py" copy-tokenizer "$DATA" "$SAVE" > /dev/null

@@ -1,0 +1,223 @@
+"""Python use of a unilmv2 checkpoint, RoBERTa/BART style::
+
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Model
+    hub = UniLMv2Model.from_pretrained("checkpoints/xsum")        # checkpoint_best.pt, its dict, its tokenizer
+    hub.sample(["long text ..."], beam=4)                          # seq2seq checkpoints: summaries
+    tokens = hub.encode("Hello world!", "Second segment")          # [SOS] A [EOS] B [EOS]
+    hub.extract_features(tokens)                                   # [1, T, C] final hidden states
+    hub.fill_mask("The capital of France is [MASK].", topk=3)      # pre-trained checkpoints: the AE head
+    hub.register_classification_head("sst", num_classes=2); hub.predict("sst", tokens)
+
+What ``from_pretrained`` finds by itself (every guess can be overridden by an argument):
+
+- the checkpoint: ``MODEL`` if it is a file, else the first of ``model.pt`` (converted released
+  weights), ``checkpoint_best.pt``, ``checkpoint_last.pt`` in that directory;
+- the dictionary: ``data_name_or_path``, else the checkpoint's own directory when it holds a
+  ``dict.txt`` / ``dict.source.txt`` (converted weights, a fine-tuning save dir: ``s2s/finetune.sh``
+  copies the data's dictionary and tokenizer there), else the data directory the checkpoint
+  was trained on;
+- the tokenizer: the one recorded in the checkpoint (``--bpe``) if its file still exists, else
+  the one beside the dictionary (``spm.model`` or ``vocab.txt``, weights/tokenizer_files.py).
+"""
+import logging
+import os
+
+import torch
+import torch.nn.functional as F
+from fairseq import checkpoint_utils, hub_utils
+from omegaconf import OmegaConf, open_dict
+
+from ..tasks.pseudo_masked_lm import MASK_SYMBOL
+from ..weights import tokenizer_files
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_NAMES = ("model.pt", "checkpoint_best.pt", "checkpoint_last.pt")
+DICT_NAMES = ("dict.txt", "dict.source.txt")
+# RoBERTa's hub writes the mask as <mask>; BERT users write [MASK]: both are accepted
+MASK_SPELLINGS = ("<mask>", MASK_SYMBOL)
+
+
+def find_checkpoint(model_name_or_path, checkpoint_file=None):
+    if checkpoint_file is not None:
+        path = os.path.join(model_name_or_path, checkpoint_file)
+    elif os.path.isfile(model_name_or_path):
+        path = model_name_or_path
+    else:
+        path = next((os.path.join(model_name_or_path, n) for n in CHECKPOINT_NAMES
+                     if os.path.isfile(os.path.join(model_name_or_path, n))), None)
+        if path is None:
+            raise FileNotFoundError(f"from_pretrained: no checkpoint in {model_name_or_path} "
+                                    f"(looked for {', '.join(CHECKPOINT_NAMES)})")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"from_pretrained: checkpoint not found: {path}")
+    return path
+
+
+def _has_dictionary(directory):
+    return directory and any(os.path.isfile(os.path.join(directory, n)) for n in DICT_NAMES)
+
+
+def find_data_dir(checkpoint, saved_cfg, data_name_or_path=None):
+    if data_name_or_path is not None:
+        if not _has_dictionary(data_name_or_path):
+            raise FileNotFoundError(f"from_pretrained: {data_name_or_path} holds no {' or '.join(DICT_NAMES)}")
+        return data_name_or_path
+    here = os.path.dirname(os.path.abspath(checkpoint))
+    trained_on = str(OmegaConf.select(saved_cfg, "task.data", default="") or "").split(os.pathsep)[0]
+    for candidate in (here, trained_on):
+        if _has_dictionary(candidate):
+            return candidate
+    raise FileNotFoundError(f"from_pretrained: no dictionary beside {checkpoint} nor in its training data "
+                            f"directory {trained_on!r}: pass data_name_or_path=DIR (the fairseq-preprocess output)")
+
+
+def tokenizer_cfg(saved_bpe, data_dir):
+    """The recorded ``--bpe`` group when its file is still there, else the tokenizer found
+    beside the dictionary (a checkpoint moved to another machine keeps working)."""
+    if saved_bpe is not None and saved_bpe.get("_name"):
+        path = saved_bpe.get("sentencepiece_model") or saved_bpe.get("bpe_vocab_file")
+        if path is None or os.path.isfile(path):
+            return saved_bpe
+    try:
+        return OmegaConf.create(tokenizer_files.find(data_dir).fairseq_cfg())
+    except ValueError:
+        if saved_bpe is not None and saved_bpe.get("_name"):
+            raise FileNotFoundError(f"from_pretrained: the checkpoint's tokenizer file {path} is gone and "
+                                    f"{data_dir} has none") from None
+        logger.warning(f"{data_dir} has no tokenizer: encode() will split on spaces")
+        return None
+
+
+def from_pretrained(model_name_or_path, checkpoint_file=None, data_name_or_path=None, **overrides):
+    checkpoint = find_checkpoint(model_name_or_path, checkpoint_file)
+    saved = OmegaConf.create(torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)["cfg"])
+    data = find_data_dir(checkpoint, saved, data_name_or_path)
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+        [checkpoint], arg_overrides={"data": os.path.abspath(data), **overrides})
+    with open_dict(cfg):
+        cfg.bpe = tokenizer_cfg(cfg.bpe, data)
+    return UniLMv2HubInterface(cfg, task, models[0])
+
+
+class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
+    """fairseq's generator hub (``sample``, ``generate``, ``translate``, ``.cuda()``, ``.eval()``)
+    plus RoBERTa's methods, with the plugin's token layout."""
+
+    def __init__(self, cfg, task, model):
+        super().__init__(cfg, task, [model])
+        self.model = model
+        self.eval()
+
+    @property
+    def is_seq2seq(self):
+        return self.cfg.task._name == "pmlm_seq2seq"
+
+    # ------------------------------------------------------------------ text <-> tokens
+    def _pieces(self, text):
+        text = text.strip()
+        return self.bpe.encode(text) if self.bpe is not None else text
+
+    def encode(self, sentence, *addl_sentences, no_separator=False):
+        """``[SOS] A [EOS] (B [EOS] ...)``, BERT's layout (``[CLS] A [SEP] B [SEP]``): a single
+        [EOS] between segments, the segment id read off it (everything after the first [EOS] is B).
+        ``no_separator`` drops the [EOS] between segments, as in RoBERTa's hub."""
+        d = self.src_dict
+        ids = [d.bos()]
+        for i, text in enumerate((sentence,) + addl_sentences):
+            ids += d.encode_line(self._pieces(text), append_eos=False, add_if_not_exist=False).long().tolist()
+            if not (no_separator and i < len(addl_sentences)):
+                ids.append(d.eos())
+        return torch.tensor(ids, dtype=torch.long)
+
+    def decode(self, tokens):
+        """Text of ``tokens``; a list of texts if they hold several [EOS]-separated segments."""
+        d = self.src_dict
+        tokens = tokens.tolist() if torch.is_tensor(tokens) else list(tokens)
+        if tokens and tokens[0] == d.bos():
+            tokens = tokens[1:]
+        segments, current = [], []
+        for t in tokens:
+            if t == d.eos():
+                segments.append(current)
+                current = []
+            elif t != d.pad():
+                current.append(t)
+        if current or not segments:
+            segments.append(current)
+        texts = [self._detok(d.string(torch.tensor(s, dtype=torch.long))) for s in segments]
+        return texts[0] if len(texts) == 1 else texts
+
+    def _detok(self, pieces):
+        return self.bpe.decode(pieces) if self.bpe is not None else pieces
+
+    def _batch(self, tokens):
+        if tokens.dim() == 1:
+            tokens = tokens.unsqueeze(0)
+        if tokens.size(-1) > self.model.max_positions():
+            raise ValueError(f"tokens exceeds maximum length: {tokens.size(-1)} > {self.model.max_positions()}")
+        return tokens.to(device=self.device)
+
+    # ------------------------------------------------------------------ understanding
+    def extract_features(self, tokens):
+        """Final hidden states ``[B, T, C]`` of ``encode()``d tokens (bidirectional, as BERT's)."""
+        features, _ = self.model(self._batch(tokens), features_only=True)
+        return features
+
+    def register_classification_head(self, name, num_classes=None, embedding_size=None, **kwargs):
+        self.model.register_classification_head(name, num_classes=num_classes, inner_dim=embedding_size, **kwargs)
+
+    def predict(self, head, tokens, return_logits=False):
+        """Log-probabilities (or logits) of classification head ``head`` on the [SOS] vector."""
+        if head not in self.model.classification_heads:
+            known = ", ".join(self.model.classification_heads) or "none"
+            raise KeyError(f"predict: no classification head {head!r} (registered: {known})")
+        logits, _ = self.model(self._batch(tokens), classification_head_name=head)
+        return logits if return_logits else F.log_softmax(logits, dim=-1)
+
+    def fill_mask(self, masked_input, topk=5):
+        """Top ``topk`` fillers of the single ``[MASK]`` (or ``<mask>``) in ``masked_input`` by
+        the AE head: a list of (filled text, probability, filler) like RoBERTa's ``fill_mask``.
+        Released weights without an MLM head (all-MiniLM-L6-v2: the converter says so) have a
+        fresh AE head, whose fillers mean nothing until PMLM pre-training trains it."""
+        if self.is_seq2seq:
+            raise ValueError("fill_mask: this is a sequence-to-sequence fine-tuned checkpoint (task "
+                             f"{self.cfg.task._name}); its LM head predicts targets, not masked tokens: "
+                             "use a pre-trained or converted checkpoint")
+        spelling = next((m for m in MASK_SPELLINGS if m in masked_input), None)
+        if spelling is None or masked_input.count(spelling) != 1:
+            raise ValueError(f"fill_mask: the input must contain exactly one {' or '.join(MASK_SPELLINGS)}")
+        left, right = (self._pieces(t) for t in masked_input.split(spelling))
+        d = self.src_dict
+        mask_idx = d.index(MASK_SYMBOL)
+        ids = ([d.bos()] + d.encode_line(left, append_eos=False, add_if_not_exist=False).tolist() + [mask_idx]
+               + d.encode_line(right, append_eos=False, add_if_not_exist=False).tolist() + [d.eos()])
+        tokens = self._batch(torch.tensor(ids, dtype=torch.long))
+        at = tokens.eq(mask_idx)
+        logits, _ = self.model(tokens, masked_tokens=at)
+        probs, best = logits.float().softmax(-1)[0].topk(topk)
+        results = []
+        for p, idx in zip(probs.tolist(), best.tolist()):
+            filler = self._detok(d[idx])
+            text = self.decode(torch.where(at[0], torch.tensor(idx, device=tokens.device), tokens[0]))
+            results.append((text, p, filler))
+        return results
+
+    # ------------------------------------------------------------------ generation
+    def generate(self, tokenized_sentences, beam=5, verbose=False, **kwargs):
+        """fairseq's hub ``generate`` for sequence-to-sequence checkpoints. Without ``max_len_b``
+        the longest output is the fine-tuning target length (``--max-target-positions``)."""
+        if not self.is_seq2seq:
+            raise ValueError(f"generate: this checkpoint's task is {self.cfg.task._name}, not pmlm_seq2seq: "
+                             "fine-tune it for sequence-to-sequence first (scripts/s2s/finetune.sh)")
+        bos = self.src_dict.bos()
+        # the task adds [SOS] itself (as for fairseq-generate's binarized lines)
+        strip = (lambda t: t[1:] if t.numel() and t[0] == bos else t)
+        if torch.is_tensor(tokenized_sentences) and tokenized_sentences.dim() == 1:
+            tokenized_sentences = strip(tokenized_sentences)
+        else:
+            tokenized_sentences = [strip(t) for t in tokenized_sentences]
+        if "max_len_b" not in kwargs:
+            kwargs["max_len_b"] = min(self.cfg.generation.max_len_b, self.task.cfg.max_target_positions - 1)
+        with torch.no_grad():
+            return super().generate(tokenized_sentences, beam, verbose, **kwargs)
