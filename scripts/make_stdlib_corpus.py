@@ -7,7 +7,8 @@ imported (importing can have side effects). Deterministic: files in sorted order
 document goes to the validation file.
 
 With ``--pairs-out DIR`` it also writes a summarisation set: docstring body -> its first-line
-summary, as ``{train,valid,test}.{source,target}``. Pairs of the training modules go to
+summary, as ``{train,valid,test}.{source,target}``, and ``{split}.lead``, the first sentence
+of each body (the lead-1 baseline). Pairs of the training modules go to
 train, pairs of the validation modules (never seen in pre-training) alternate valid/test.
 
     python scripts/make_stdlib_corpus.py --out train.txt --valid-out valid.txt [--pairs-out DIR]
@@ -55,6 +56,11 @@ def module_pairs(tree):
         if "\n" not in first.strip() and 3 <= len(summary.split()) <= 25 and len(body.split()) >= 10:
             out.append((body, summary))
     return out
+
+
+def lead1(text):
+    """The first sentence of ``text``: the lead-1 baseline of the summarisation pairs."""
+    return SENTENCE_END.split(text.strip(), maxsplit=1)[0]
 
 
 def module_sentences(tree):
@@ -121,6 +127,8 @@ def main():
         for split, rows in pairs.items():
             for side, col in (("source", 0), ("target", 1)):
                 texts[os.path.join(a.pairs_out, f"{split}.{side}")] = "".join(r[col] + "\n" for r in rows)
+            # the extractive baseline every summariser must beat
+            texts[os.path.join(a.pairs_out, f"{split}.lead")] = "".join(lead1(r[0]) + "\n" for r in rows)
             print(f"{a.pairs_out}/{split}.{{source,target}}: {len(rows)} pairs")
 
     for path, part in parts.items():

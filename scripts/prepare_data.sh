@@ -11,7 +11,8 @@
 #
 #   bash scripts/prepare_data.sh --train TRAIN.txt --valid VALID.txt --name NAME \
 #       [--vocab-size 8000 | --spm-model M.model [--srcdict dict.txt]
-#        | --wordpiece-vocab vocab.txt [--wordpiece-case auto|cased|uncased]] [--destdir data-bin] [--workers 2]
+#        | --wordpiece-vocab vocab.txt [--srcdict dict.txt] [--wordpiece-case auto|cased|uncased]]
+#       [--destdir data-bin] [--workers 2]
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck disable=SC1091
@@ -57,11 +58,14 @@ if [ -n "$WP" ]; then
   cp "$WP" "$TMP/bin/vocab.txt"  # for fairseq-generate --bpe bert --bpe-vocab-file
   python "$ROOT/scripts/wordpiece_encode.py" --vocab "$WP" --case "$WPCASE" --dict-out "$TMP/wp.dict.txt" \
     --inputs "$TRAIN" "$VALID" --outputs "$TMP/train.bpe" "$TMP/valid.bpe"
-  # the dictionary is the vocab's (the converter's): a given --srcdict must be that one
-  if [ -n "$SRCDICT" ] && ! cmp -s "$SRCDICT" "$TMP/wp.dict.txt"; then
-    die "--srcdict $SRCDICT is not the dictionary of $WP (use the dict.txt convert_checkpoint.py wrote beside it)"
+  # the dictionary is the vocab's (the converter's), or a cut of it (convert_checkpoint.py
+  # --keep-pieces-of: pieces outside it become <unk>); a given --srcdict must be one of those
+  if [ -n "$SRCDICT" ]; then
+    [ "$(grep -cvxFf "$TMP/wp.dict.txt" "$SRCDICT")" = 0 ] ||
+      die "--srcdict $SRCDICT is not the dictionary of $WP (use the dict.txt convert_checkpoint.py wrote beside it)"
+  else
+    SRCDICT="$TMP/wp.dict.txt"
   fi
-  SRCDICT="$TMP/wp.dict.txt"
 else
   if [ -n "$SPM" ]; then
     cp "$SPM" "$TMP/bin/spm.model"

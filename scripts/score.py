@@ -2,9 +2,13 @@
 """Score hypotheses against references, one example a line in each file: ROUGE-1/2/L/Lsum F1
 (the plugin's ``rouge`` scorer, backed by ``rouge-score``), and with ``--bleu`` corpus BLEU-4
 (sacrebleu) as used for question generation. Several ``--hyp`` files (systems) against one
-``--ref`` file give one markdown table row each.
+``--ref`` file give one markdown table row each; ``--bootstrap`` adds, for every other system,
+a paired bootstrap interval of its ROUGE-L difference from the first one (is a gap larger than
+what resampling the test set moves?), and ``--examples N --source FILE`` prints N examples:
+source start, reference, each system's output.
 
     python scripts/score.py --hyp hyp.txt [--hyp other.txt --name a --name b] --ref test.target [--bleu]
+        [--bootstrap] [--examples 3 --source test.source]
 """
 import argparse
 import sys
@@ -25,21 +29,29 @@ def main():
     p.add_argument("--ref", required=True, help="reference file")
     p.add_argument("--bleu", action="store_true", help="also corpus BLEU-4 (sacrebleu, 13a tokenisation)")
     p.add_argument("--no-stemmer", action="store_true", help="ROUGE without Porter stemming")
+    p.add_argument("--bootstrap", action="store_true",
+                   help="95%% paired bootstrap interval of each system's ROUGE-L difference from the first")
+    p.add_argument("--examples", type=int, default=0, help="print this many examples (needs --source)")
+    p.add_argument("--source", help="source file, for --examples")
     a = p.parse_args()
     names = a.name or a.hyp
     if len(names) != len(a.hyp):
         p.error("give one --name per --hyp")
-    from fairseq_pmlm.scoring.rouge import ROUGE_TYPES, rouge_scores
+    if a.examples and not a.source:
+        p.error("--examples needs --source")
+    from fairseq_pmlm.scoring.rouge import ROUGE_TYPES, rouge_per_example
 
     refs = read_lines(a.ref)
     header = ["system"] + [t.replace("rouge", "ROUGE-") for t in ROUGE_TYPES] + (["BLEU-4"] if a.bleu else [])
-    rows = []
+    rows, systems, per_example = [], [], []
     for name, path in zip(names, a.hyp):
         hyps = read_lines(path)
         if len(hyps) != len(refs):
             sys.exit(f"score.py: error: {path} has {len(hyps)} lines but {a.ref} has {len(refs)}")
-        s = rouge_scores(refs, hyps, use_stemmer=not a.no_stemmer)
-        row = [name] + [f"{s[t]:.2f}" for t in ROUGE_TYPES]
+        per = rouge_per_example(refs, hyps, use_stemmer=not a.no_stemmer)
+        systems.append(hyps)
+        per_example.append(per["rougeL"])
+        row = [name] + [f"{sum(per[t]) / max(len(refs), 1):.2f}" for t in ROUGE_TYPES]
         if a.bleu:
             import sacrebleu
 
@@ -50,6 +62,35 @@ def main():
     print("|" + "---|" * len(header))
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    if a.bootstrap:
+        for name, scores in zip(names[1:], per_example[1:]):
+            mean, lo, hi = paired_bootstrap(per_example[0], scores)
+            print(f"ROUGE-L {names[0]} minus {name}: {mean:+.2f} (95% paired bootstrap over the "
+                  f"{len(refs)} examples: {lo:+.2f} to {hi:+.2f})")
+    if a.examples:
+        sources = read_lines(a.source)
+        for k, i in enumerate(spread(len(refs), a.examples), 1):
+            print(f"\nexample {k} (test line {i + 1})\n  source:    {sources[i][:160]}"
+                  f"{' ...' if len(sources[i]) > 160 else ''}\n  reference: {refs[i]}")
+            for name, hyps in zip(names, systems):
+                print(f"  {name}: {hyps[i]}")
+
+
+def paired_bootstrap(a, b, resamples=1000, seed=0):
+    """Mean of a - b and its 2.5/97.5 percentiles over resamples of the examples (with
+    replacement; the same examples for both systems, hence paired)."""
+    import numpy as np
+
+    diff = np.asarray(a) - np.asarray(b)
+    idx = np.random.default_rng(seed).integers(0, len(diff), size=(resamples, len(diff)))
+    means = diff[idx].mean(axis=1)
+    return float(diff.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def spread(n, k):
+    """k line indices spread evenly over n lines (deterministic: the same examples every run)."""
+    k = min(k, n)
+    return sorted({round(i * (n - 1) / max(k - 1, 1)) for i in range(k)})
 
 
 if __name__ == "__main__":

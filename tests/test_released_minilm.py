@@ -85,6 +85,30 @@ def test_converted_minilm_equals_transformers_bert_model_on_real_sentences(hf_di
     assert diff <= 1e-5
 
 
+def test_a_vocabulary_cut_to_a_corpus_computes_what_the_whole_vocabulary_does(tmp_path):
+    """--layers and --keep-pieces-of: the dictionary shrinks to the pieces the corpus uses, and on
+    text made of those pieces the model's features are the uncut model's; other pieces are <unk>."""
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Model
+
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(body + "\n" for body, _ in docstring_pairs()[:10]))
+    whole = convert.import_checkpoint(NAME, str(tmp_path / "whole"), layers=[0, 5])
+    cut = convert.import_checkpoint(NAME, str(tmp_path / "cut"), layers=[0, 5], keep_pieces_of=[str(text)])
+    assert cut["vocab_size"] < 2000 < 30000 < whole["vocab_size"]
+    assert any("kept the" in n for n in cut["notes"])
+    a = UniLMv2Model.from_pretrained(str(tmp_path / "whole"))
+    b = UniLMv2Model.from_pretrained(str(tmp_path / "cut"))
+    sentence = docstring_pairs()[3][0]
+    ids_a, ids_b = a.encode(sentence), b.encode(sentence)
+    assert not ids_b.eq(b.src_dict.unk()).any() and [a.src_dict[i] for i in ids_a] == [b.src_dict[i] for i in ids_b]
+    with torch.no_grad():
+        assert torch.allclose(a.extract_features(ids_a), b.extract_features(ids_b), atol=1e-5)
+    assert b.encode("zygomorphic xylophones")[1:-1].eq(b.src_dict.unk()).any()
+    with pytest.raises(ConversionError, match="--keep-pieces-of: cannot read"):
+        convert.import_checkpoint(NAME, str(tmp_path / "bad"), keep_pieces_of=[str(tmp_path / "missing.txt")])
+    assert not (tmp_path / "bad").exists()
+
+
 @pytest.fixture(scope="module")
 def hub(converted):
     from fairseq_pmlm.models.unilmv2 import UniLMv2Model
@@ -180,3 +204,37 @@ def test_released_minilm_fine_tunes_and_decodes_through_the_s2s_recipes(converte
     summaries = hub.sample(sources[:2], beam=4)
     assert len(summaries) == 2 and all(isinstance(s, str) for s in summaries)
     assert hub.sample(sources[:3], beam=2, max_len_b=8, no_repeat_ngram_size=3) == hyps[:3]
+
+
+def test_glue_and_squad_read_the_wordpiece_tokenizer_of_a_converted_directory(converted, tmp_path, monkeypatch):
+    """prepare_glue.py --pretrain-data and the pmlm_squad task take a converted directory: the
+    pieces are the BERT tokenizer's, numbered by the converted dictionary."""
+    import sys
+
+    from fairseq.data import Dictionary, data_utils
+    from transformers import BertTokenizer
+
+    from fairseq_pmlm.tasks.squad import PMLMSquadConfig, PMLMSquadTask
+
+    out, _ = converted
+    tok = BertTokenizer(str(out / "vocab.txt"), do_lower_case=True)
+    rte = tmp_path / "RTE"
+    rte.mkdir()
+    rows = [("The cat sat on the mat.", "A cat sat.", "entailment"), ("Dogs bark loudly.", "Cats bark.", "not_entailment")]
+    for split in ("train", "dev"):
+        (rte / f"{split}.tsv").write_text("index\tsentence1\tsentence2\tlabel\n" +
+                                          "".join(f"{i}\t{a}\t{b}\t{lab}\n" for i, (a, b, lab) in enumerate(rows)))
+    spec = importlib.util.spec_from_file_location("prepare_glue", os.path.join(REPO, "scripts", "glue", "prepare_glue.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(sys, "argv", ["prepare_glue.py", "--task", "RTE", "--glue-dir", str(rte),
+                                      "--pretrain-data", str(out), "--destdir", str(tmp_path / "bin")])
+    module.main()
+    d = Dictionary.load(str(tmp_path / "bin" / "input0" / "dict.txt"))
+    first = data_utils.load_indexed_dataset(str(tmp_path / "bin" / "input0" / "train"), d)[0]
+    assert [d[i] for i in first[:-1]] == tok.tokenize(rows[0][0]) and first[-1] == d.eos()
+
+    task = PMLMSquadTask.setup_task(PMLMSquadConfig(data=str(out)))
+    assert task.sp.encode("Hello, World!", out_type=str) == tok.tokenize("Hello, World!")
+    with pytest.raises(FileNotFoundError, match="has no tokenizer"):
+        PMLMSquadTask.setup_task(PMLMSquadConfig(data=str(tmp_path / "bin" / "input0")))

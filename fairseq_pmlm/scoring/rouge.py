@@ -13,17 +13,23 @@ class RougeScorerConfig(FairseqDataclass):
     rouge_stemmer: bool = field(default=True, metadata={"help": "Porter stemming, as the original ROUGE-1.5.5 -m"})
 
 
-def rouge_scores(references, hypotheses, use_stemmer=True):
-    """Mean F1 (%) per ROUGE type. Lsum splits summaries into sentences at newlines."""
+def rouge_per_example(references, hypotheses, use_stemmer=True):
+    """F1 (%) of each (reference, hypothesis) pair: {ROUGE type: [score per example]}.
+    Lsum splits summaries into sentences at newlines."""
     from rouge_score import rouge_scorer
 
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=use_stemmer)
-    totals = dict.fromkeys(ROUGE_TYPES, 0.0)
+    out = {name: [] for name in ROUGE_TYPES}
     for ref, hyp in zip(references, hypotheses):
         for name, score in scorer.score(ref, hyp).items():
-            totals[name] += score.fmeasure
-    n = max(len(references), 1)
-    return {name: 100 * total / n for name, total in totals.items()}
+            out[name].append(100 * score.fmeasure)
+    return out
+
+
+def rouge_scores(references, hypotheses, use_stemmer=True):
+    """Mean F1 (%) per ROUGE type, over the examples."""
+    per = rouge_per_example(references, hypotheses, use_stemmer)
+    return {name: sum(v) / max(len(v), 1) for name, v in per.items()}
 
 
 @register_scorer("rouge", dataclass=RougeScorerConfig)

@@ -1,7 +1,8 @@
 """fairseq task ``pmlm_squad``: extractive question answering, SQuAD v1.1 / v2.0 (PMLM-SPEC 4).
 
-Reads the official SQuAD JSON files, tokenises with the pre-training sentencepiece model
-(``DATA/spm.model``) and numbers with the pre-training dictionary (``DATA/dict.txt``), so
+Reads the official SQuAD JSON files, tokenises with the pre-training tokenizer (``DATA/spm.model``,
+or the WordPiece ``DATA/vocab.txt`` of converted weights) and numbers with the pre-training
+dictionary (``DATA/dict.txt``), so
 any unilmv2 checkpoint of that data fine-tunes with ``--finetune-from-model``. Inputs are
 ``[SOS] question [EOS] passage-window [EOS]`` (data/squad_features.py); the model's span head
 gives start/end logits, [SOS] being the "no answer" span. Prediction and the official
@@ -11,7 +12,6 @@ import logging
 import os
 from dataclasses import dataclass, field
 
-import sentencepiece as spm
 from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import MISSING
@@ -19,6 +19,7 @@ from omegaconf import MISSING
 from ..data.squad_dataset import SquadDataset
 from ..data.squad_features import encode_example, make_features
 from ..data.squad_json import read_squad_json
+from ..weights.tokenizer_files import piece_encoder
 from .pseudo_masked_lm import load_pmlm_dictionary
 
 logger = logging.getLogger(__name__)
@@ -27,7 +28,8 @@ SPAN_HEAD = "squad"
 
 @dataclass
 class PMLMSquadConfig(FairseqDataclass):
-    data: str = field(default=MISSING, metadata={"help": "the pre-training data directory: dict.txt and spm.model"})
+    data: str = field(default=MISSING, metadata={"help": "the pre-training data directory (dict.txt and spm.model), or a "
+                                                           "convert_checkpoint.py output (dict.txt and vocab.txt)"})
     train_json: str = field(default="", metadata={"help": "official SQuAD JSON for the train split"})
     valid_json: str = field(default="", metadata={"help": "official SQuAD JSON for the valid split"})
     squad_v2: bool = field(default=False, metadata={"help": "SQuAD 2.0: unanswerable questions (answer: [SOS])"})
@@ -47,11 +49,11 @@ class PMLMSquadTask(FairseqTask):
     @classmethod
     def setup_task(cls, cfg, **kwargs):
         dictionary = load_pmlm_dictionary(cfg.data)
-        model = os.path.join(cfg.data, "spm.model")
-        if not os.path.isfile(model):
-            raise FileNotFoundError(f"sentencepiece model not found: {model} (the pre-training data directory "
-                                    "of scripts/prepare_data.sh has it)")
-        return cls(cfg, dictionary, spm.SentencePieceProcessor(model_file=model))
+        try:
+            pieces = piece_encoder(cfg.data)
+        except ValueError as e:
+            raise FileNotFoundError(str(e)) from None
+        return cls(cfg, dictionary, pieces)
 
     def squad_features(self, path, training):
         """-> (examples, encoded examples, features) of one SQuAD JSON file. ``training``: with

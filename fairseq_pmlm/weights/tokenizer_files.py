@@ -78,6 +78,31 @@ def find(directory):
                      f"{WORDPIECE} (scripts/convert_checkpoint.py import)")
 
 
+class _WordPieceSymbols:
+    """``encode(text, out_type=str)`` like sentencepiece's, giving the dictionary symbols of the
+    WordPiece pieces (weights/wordpiece.py), so code written for one tokenizer takes both."""
+
+    def __init__(self, tok):
+        from .wordpiece import WordPieceEncoder
+
+        self.encoder = WordPieceEncoder(tok.path, tok.cased)
+
+    def encode(self, text, out_type=str):
+        assert out_type is str, "only pieces (out_type=str) are produced"
+        return self.encoder.encode_lines([text])[0].split()
+
+
+def piece_encoder(directory):
+    """Text -> the dictionary symbols of its pieces, with ``directory``'s tokenizer: an object
+    with sentencepiece's ``encode(text, out_type=str)`` (sentencepiece itself, or WordPiece)."""
+    tok = find(directory)
+    if tok.kind == "sentencepiece":
+        import sentencepiece as spm
+
+        return spm.SentencePieceProcessor(model_file=tok.path)
+    return _WordPieceSymbols(tok)
+
+
 def copy(src_dir, dest_dir):
     """Copy ``src_dir``'s tokenizer files into ``dest_dir``; returns the copy's TokenizerFiles."""
     tok = find(src_dir)

@@ -94,6 +94,16 @@ class VocabMapping:
                 out[row] = symbol
         return out
 
+    def keep(self, vocab_rows):
+        """The same mapping cut to the vocab rows in ``vocab_rows`` (plus fairseq's 4 specials,
+        [MASK] and [P]): a dictionary of only the pieces a corpus uses. The tokenizer keeps the
+        whole vocab; a piece outside the cut becomes <unk> when the data is binarized."""
+        head, tail = len(FAIRSEQ_SPECIALS), 2
+        kept = [(s, r) for s, r in zip(self.symbols[head:-tail], self.rows[head:-tail]) if r in vocab_rows]
+        symbols = self.symbols[:head] + [s for s, _ in kept] + self.symbols[-tail:]
+        rows = self.rows[:head] + [r for _, r in kept] + self.rows[-tail:]
+        return VocabMapping(symbols, rows, self.pseudo_from_mask, sum(s.startswith("[unreachable-") for s, _ in kept))
+
     def dict_txt(self):
         """dict.txt content: everything but fairseq's 4 specials and the task's 2 symbols,
         so that ``load_pmlm_dictionary`` rebuilds ``symbols`` exactly (no padding to a

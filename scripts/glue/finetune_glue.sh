@@ -6,15 +6,16 @@
 # ({0.01,0.1}), 10 epochs ({10,15}); the paper picks each task's values on dev.
 #
 #   bash scripts/glue/finetune_glue.sh --data data-bin/glue/RTE --checkpoint CKPT.pt \
-#       --save-dir checkpoints/glue/RTE [--arch unilmv2_base] [--lr 2e-5] [--batch-size 32] \
+#       --save-dir checkpoints/glue/RTE [--arch ARCH] [--lr 2e-5] [--batch-size 32] \
 #       [--epochs 10] [--warmup-ratio 0.1] [--weight-decay 0.01] [-- MORE FAIRSEQ-TRAIN ARGS]
-# --checkpoint none: start from random weights (only for checks).
+# The architecture and its flags are read from the checkpoint (any converted or pre-trained one);
+# --arch overrides. --checkpoint none: random weights of --arch (default unilmv2_base; checks only).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 # shellcheck disable=SC1091
 [ -f "$ROOT/.venv/bin/activate" ] && source "$ROOT/.venv/bin/activate"
 die() { echo "finetune_glue.sh: error: $*" >&2; exit 2; }
-DATA= CKPT= SAVE= ARCH=unilmv2_base LR=2e-5 BSZ=32 EPOCHS=10 WARMUP=0.1 WD=0.01
+DATA= CKPT= SAVE= ARCH= LR=2e-5 BSZ=32 EPOCHS=10 WARMUP=0.1 WD=0.01
 while [ $# -gt 0 ]; do
   case "$1" in
     --) shift; break ;;
@@ -48,12 +49,16 @@ case "$METRIC" in  # what fairseq's sentence_prediction criterion must compute f
 esac
 VALID=valid; [ -f "$DATA/input0/valid1.idx" ] && VALID=valid,valid1
 FROM=(); [ "$CKPT" = none ] || FROM=(--finetune-from-model "$CKPT")
+if [ -n "$ARCH" ]; then MODEL=(--arch "$ARCH")
+elif [ "$CKPT" = none ]; then MODEL=(--arch unilmv2_base)
+else mapfile -t MODEL < <(python "$ROOT/scripts/recipe_info.py" model-flags "$CKPT"); [ ${#MODEL[@]} -gt 1 ] || exit 2
+fi
 mkdir -p "$SAVE"
 echo "finetune_glue: $TASK, $N examples, $UPDATES updates (warmup $WARMUP_UPDATES), lr $LR, batch $BSZ"
 # [SOS] A [EOS] (B [EOS]): --init-token 0 prepends <s>; no --separator-token, input0 already
 # ends in </s>; the model reads the segment ids off the first </s>
 fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" "${FROM[@]}" \
-  --task sentence_prediction --criterion sentence_prediction --arch "$ARCH" \
+  --task sentence_prediction --criterion sentence_prediction "${MODEL[@]}" \
   --num-classes "$NCLS" --init-token 0 --max-positions 512 --shorten-method truncate \
   "${REPORT[@]}" --best-checkpoint-metric "$METRIC" --maximize-best-checkpoint-metric \
   --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-6 --weight-decay "$WD" --clip-norm 0.0 \

@@ -9,7 +9,9 @@ fairseq's sentence_prediction task, tokenised and numbered as in pre-training:
 MNLI's dev_mismatched becomes ``valid1`` (``--valid-subset valid,valid1``).
 
     python scripts/glue/prepare_glue.py --task RTE --glue-dir glue_data/RTE \
-        --spm-model data-bin/NAME/spm.model --srcdict data-bin/NAME/dict.txt --destdir data-bin/glue/RTE
+        --pretrain-data data-bin/NAME --destdir data-bin/glue/RTE
+    # --pretrain-data: a pre-training data directory (dict.txt + spm.model) or a convert_checkpoint.py
+    # output (dict.txt + vocab.txt); or name the files: --spm-model M.model --srcdict dict.txt
 """
 import argparse
 import json
@@ -21,6 +23,7 @@ import sys
 import sentencepiece as spm
 
 from fairseq_pmlm.data.glue_tsv import TASKS, GlueFormatError, read_glue_tsv
+from fairseq_pmlm.weights import tokenizer_files
 
 
 def binarize(text, destdir, srcdict, split):
@@ -53,15 +56,27 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--task", required=True, choices=sorted(TASKS))
     p.add_argument("--glue-dir", required=True, help="the task's folder: train.tsv, dev.tsv (MNLI: dev_matched.tsv ...)")
-    p.add_argument("--spm-model", required=True, help="the pre-training sentencepiece model (data-bin/NAME/spm.model)")
-    p.add_argument("--srcdict", required=True, help="the pre-training dictionary (data-bin/NAME/dict.txt)")
+    p.add_argument("--pretrain-data", help="directory with the pre-training dict.txt and tokenizer (spm.model, "
+                                           "or the vocab.txt of converted weights)")
+    p.add_argument("--spm-model", help="the pre-training sentencepiece model (instead of --pretrain-data)")
+    p.add_argument("--srcdict", help="the pre-training dictionary (with --spm-model)")
     p.add_argument("--destdir", required=True)
     a = p.parse_args()
     task = TASKS[a.task]
+    if bool(a.pretrain_data) == bool(a.spm_model or a.srcdict) or bool(a.spm_model) != bool(a.srcdict):
+        p.error("give --pretrain-data DIR, or --spm-model and --srcdict")
+    if a.pretrain_data:
+        a.srcdict = os.path.join(a.pretrain_data, "dict.txt")
     for f in (a.spm_model, a.srcdict):
-        if not os.path.isfile(f):
+        if f and not os.path.isfile(f):
             p.error(f"file not found: {f}")
-    sp = spm.SentencePieceProcessor(model_file=a.spm_model)
+    if a.pretrain_data:
+        try:
+            sp = tokenizer_files.piece_encoder(a.pretrain_data)
+        except ValueError as e:
+            p.error(str(e))
+    else:
+        sp = spm.SentencePieceProcessor(model_file=a.spm_model)
     work = a.destdir.rstrip("/") + ".tmp"
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)

@@ -55,7 +55,8 @@ else
   CASE=uncased; grep -qx -- --bpe-cased <<< "$TOKENIZER" && CASE=cased
   python "$ROOT/scripts/wordpiece_encode.py" --vocab "$PRE/vocab.txt" --case "$CASE" --dict-out "$TMP/wp.dict.txt" \
     --inputs "${INPUTS[@]}" --outputs "${OUTPUTS[@]}"
-  cmp -s "$TMP/wp.dict.txt" "$PRE/dict.txt" || die "$PRE/dict.txt is not the dictionary of $PRE/vocab.txt"
+  # the vocab's dictionary or a cut of it (convert_checkpoint.py --keep-pieces-of)
+  [ "$(grep -cvxFf "$TMP/wp.dict.txt" "$PRE/dict.txt")" = 0 ] || die "$PRE/dict.txt is not the dictionary of $PRE/vocab.txt"
 fi
 echo "s2s/prepare: fairseq-preprocess (the pre-training dictionary on both sides)"
 mkdir "$TMP/bin"
