@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 import sentencepiece as spm
-from fairseq.dataclass import FairseqDataclass
+
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import MISSING
 
@@ -20,13 +20,14 @@ from ..data.squad_dataset import SquadDataset
 from ..data.squad_features import encode_example, make_features
 from ..data.squad_json import read_squad_json
 from .pseudo_masked_lm import load_pmlm_dictionary
+from .autocast import AutocastConfig, BF16AutocastMixin
 
 logger = logging.getLogger(__name__)
 SPAN_HEAD = "squad"
 
 
 @dataclass
-class PMLMSquadConfig(FairseqDataclass):
+class PMLMSquadConfig(AutocastConfig):
     data: str = field(default=MISSING, metadata={"help": "the pre-training data directory: dict.txt and spm.model"})
     train_json: str = field(default="", metadata={"help": "official SQuAD JSON for the train split"})
     valid_json: str = field(default="", metadata={"help": "official SQuAD JSON for the valid split"})
@@ -37,7 +38,7 @@ class PMLMSquadConfig(FairseqDataclass):
 
 
 @register_task("pmlm_squad", dataclass=PMLMSquadConfig)
-class PMLMSquadTask(FairseqTask):
+class PMLMSquadTask(BF16AutocastMixin, FairseqTask):
     cfg: PMLMSquadConfig
 
     def __init__(self, cfg, dictionary, sp):
