@@ -19,6 +19,7 @@ from fairseq.data import Dictionary
 from fairseq.sequence_generator import SequenceGenerator
 
 import fairseq_pmlm  # noqa: F401  (registers the model)
+from bench_pretrain import synchronize  # scripts/ is on sys.path: the script's own folder
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
 from fairseq_pmlm.modules.ngram_repeat_block import fix_repeat_ngram_blocker
 from fairseq_pmlm.tasks.pseudo_masked_lm import MASK_SYMBOL, PSEUDO_SYMBOL
@@ -51,11 +52,12 @@ def without_cache(model):
     return model
 
 
-def bart_base(d, a):
+def bart_base(d, a, **shape):
+    """fairseq's bart_base; ``shape``: architecture arguments to override (smaller tests)."""
     from fairseq.models import ARCH_CONFIG_REGISTRY
     from fairseq.models.bart import BARTModel
 
-    args = Namespace(max_source_positions=1024, max_target_positions=1024)
+    args = Namespace(max_source_positions=1024, max_target_positions=1024, **shape)
     ARCH_CONFIG_REGISTRY["bart_base"](args)
     task = Namespace(source_dictionary=d, target_dictionary=d)
     return BARTModel.build_model(args, task).eval()
@@ -68,11 +70,20 @@ def time_generation(model, d, sample, a):
         no_repeat_ngram_size=3))
     with torch.no_grad():
         gen.forward(sample)  # warm-up
+        synchronize()
         t = time.perf_counter()
         out = gen.forward(sample)
+        synchronize()
         sec = time.perf_counter() - t
     assert all(len(h[0]["tokens"]) == a.target_len + 1 for h in out), "every system decodes the same length"
     return sec
+
+
+def xsum_sample(d, a):
+    """``a.sentences`` random sources of ``a.source_len`` tokens, [SOS] ... [EOS]."""
+    body = torch.randint(d.nspecial, len(d) - 2, (a.sentences, a.source_len - 2))
+    src = torch.cat([torch.full((a.sentences, 1), d.bos()), body, torch.full((a.sentences, 1), d.eos())], 1)
+    return {"net_input": {"src_tokens": src, "src_lengths": torch.full((a.sentences,), a.source_len)}}
 
 
 def main():
@@ -88,9 +99,7 @@ def main():
     a = p.parse_args()
     torch.manual_seed(0)
     d = dictionary(a.vocab)
-    body = torch.randint(d.nspecial, len(d) - 2, (a.sentences, a.source_len - 2))
-    src = torch.cat([torch.full((a.sentences, 1), d.bos()), body, torch.full((a.sentences, 1), d.eos())], 1)
-    sample = {"net_input": {"src_tokens": src, "src_lengths": torch.full((a.sentences,), a.source_len)}}
+    sample = xsum_sample(d, a)
 
     systems = [("unilmv2, incremental cache", lambda: unilmv2(d, a))]
     if not a.skip_recompute:

@@ -23,11 +23,11 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def make_corpus(path, docs=64, seed=0):
+def make_corpus(path, docs=64, seed=0, vocab=2000):
     """Random documents of random 'words' (speed only depends on shapes). Each document is
     one very long line, which the task cuts into full-length contexts."""
     rng = np.random.default_rng(seed)
-    words = [f"w{i}" for i in range(2000)]
+    words = [f"w{i}" for i in range(vocab)]
     with open(path, "w") as f:
         for _ in range(docs):
             f.write(" ".join(rng.choice(words, size=2000)) + "\n\n")
@@ -49,14 +49,43 @@ def setup(argv):
 
 
 def time_updates(trainer, sample, warmup, steps):
+    """Median seconds of one update on ``sample`` (or on a list of batches: one update
+    accumulated over them, as --update-freq does)."""
+    batches = sample if isinstance(sample, list) else [sample]
     for _ in range(warmup):
-        trainer.train_step([sample])
+        trainer.train_step(batches)
     times = []
     for _ in range(steps):
+        synchronize()
         t = time.perf_counter()
-        trainer.train_step([sample])
+        trainer.train_step(batches)
+        synchronize()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+def synchronize():
+    """Wait for queued GPU work, so that a timer measures it."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def binarize(work, vocab=2000, docs=64):
+    """A random corpus in ``work``, binarized by fairseq-preprocess; returns the data dir."""
+    make_corpus(os.path.join(work, "train.txt"), docs=docs, vocab=vocab)
+    subprocess.run(
+        ["fairseq-preprocess", "--only-source", "--trainpref", f"{work}/train.txt",
+         "--destdir", f"{work}/bin", "--workers", "1"],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    return f"{work}/bin"
+
+
+def full_length_batch(ds, batch, length):
+    """``batch`` contexts of exactly ``length`` tokens, collated by the dataset."""
+    full = [i for i in range(len(ds)) if ds.size(i) == length][:batch]
+    assert len(full) == batch, "corpus too small for the batch"
+    return ds.collater([ds[i] for i in full])
 
 
 def main():
@@ -80,12 +109,7 @@ def main():
 
 
 def run(a, work):
-    make_corpus(os.path.join(work, "train.txt"))
-    subprocess.run(
-        ["fairseq-preprocess", "--only-source", "--trainpref", f"{work}/train.txt",
-         "--destdir", f"{work}/bin", "--workers", "1"],
-        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    binarize(work)
     shape = [
         "--encoder-layers", str(a.layers), "--encoder-embed-dim", str(a.dim),
         "--encoder-ffn-embed-dim", str(4 * a.dim), "--encoder-attention-heads", str(a.heads),
@@ -100,9 +124,7 @@ def run(a, work):
                                         "--task", "pseudo_masked_lm", "--arch", "unilmv2_base",
                                         "--criterion", "pmlm", "--objective", objective])
         ds = task.dataset("train")
-        full = [i for i in range(len(ds)) if ds.size(i) == a.length][: a.batch]
-        assert len(full) == a.batch, "corpus too small for the batch"
-        sample = ds.collater([ds[i] for i in full])
+        sample = full_length_batch(ds, a.batch, a.length)
         sec = time_updates(trainer, sample, a.warmup, a.steps)
         rows.append((name, sec, a.batch * a.length, sample["ntokens"]))
         if objective == "ae+par":

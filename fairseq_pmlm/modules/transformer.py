@@ -16,6 +16,10 @@ from .attention_rule import attention_allowed
 from .relative_position import relative_position_bucket
 
 
+# bound of the relative-position bias: half of fp16's largest finite value (65504)
+BIAS_LIMIT = torch.finfo(torch.float16).max / 2
+
+
 @dataclass
 class TransformerShape:
     vocab_size: int
@@ -89,7 +93,10 @@ def reference_attention(q, kv_segments, attn_bias, dropout_p=0.0, training=False
     else:
         scores = scores + attn_bias
     # softmax in at least fp32 (half-precision inputs), without demoting float64
-    probs = scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32)).type_as(q)
+    probs = scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32))
+    # a query that may see no key (a row of padding only) gets zeros, as torch's fused
+    # attention gives, not 0/0 = NaN, which would poison the gradients of the whole batch
+    probs = probs.masked_fill(scores.isneginf().all(-1, keepdim=True), 0.0).type_as(q)
     probs = F.dropout(probs, dropout_p, training)
     parts = probs.split([k.size(2) for k, _ in kv_segments], dim=-1)
     return sum(p @ v for p, (_, v) in zip(parts, kv_segments))
@@ -164,6 +171,9 @@ class UniLMv2Transformer(nn.Module):
         )
         # weight [H, buckets] indexed -> [H, B, Tq, Tk]; 2x faster backward than F.embedding on CPU
         bias = self.rel_pos_bias.weight[:, bucket].transpose(0, 1)
+        # finite in every attention dtype (fp16's range is the smallest), with room left for
+        # the q.k scores: a learned bias cast to fp16 must not become +-inf (softmax -> NaN)
+        bias = bias.clamp(-BIAS_LIMIT, BIAS_LIMIT)
         return bias.to(dtype).masked_fill(~allowed, float("-inf"))
 
     def embed(self, tokens, positions, segments):

@@ -19,19 +19,20 @@ from fairseq.data import (
     AppendTokenDataset, LanguagePairDataset, PrependTokenDataset, StripTokenDataset,
     TruncateDataset, data_utils,
 )
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
 
 from ..data.complete_batches import CompleteBatchesMixin
 from ..sequence_generator import LENPEN_FORMULAS, PMLMSequenceGenerator
 from .pseudo_masked_lm import MASK_SYMBOL, PSEUDO_SYMBOL, load_pmlm_dictionary
+from .autocast import AutocastConfig, BF16AutocastMixin
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class PMLMSeq2SeqConfig(FairseqDataclass):
+class PMLMSeq2SeqConfig(AutocastConfig):
     data: str = field(default=MISSING, metadata={"help": "fairseq-preprocess output of source/target pairs"})
     source_lang: str = field(default="source", metadata={"help": "source suffix of the binarized files"})
     target_lang: str = field(default="target", metadata={"help": "target suffix of the binarized files"})
@@ -101,7 +102,7 @@ class WordDropPairDataset(CompleteBatchesMixin, LanguagePairDataset):
 
 
 @register_task("pmlm_seq2seq", dataclass=PMLMSeq2SeqConfig)
-class PMLMSeq2SeqTask(FairseqTask):
+class PMLMSeq2SeqTask(BF16AutocastMixin, FairseqTask):
     cfg: PMLMSeq2SeqConfig
 
     def __init__(self, cfg, dictionary):

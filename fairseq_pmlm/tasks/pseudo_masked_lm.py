@@ -5,12 +5,13 @@ from dataclasses import dataclass, field
 
 from fairseq import utils
 from fairseq.data import Dictionary, data_utils
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
 
 from ..data.blockwise_masking import MaskingConfig
 from ..data.pmlm_dataset import PseudoMaskedLMDataset
+from .autocast import AutocastConfig, BF16AutocastMixin
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ def load_pmlm_dictionary(data, names=("dict.txt",)):
 
 
 @dataclass
-class PseudoMaskedLMConfig(FairseqDataclass):
+class PseudoMaskedLMConfig(AutocastConfig):
     data: str = field(
         default=MISSING,
         metadata={"help": "colon-separated data directories (fairseq-preprocess --only-source "
@@ -64,7 +65,7 @@ class PseudoMaskedLMConfig(FairseqDataclass):
 
 
 @register_task("pseudo_masked_lm", dataclass=PseudoMaskedLMConfig)
-class PseudoMaskedLMTask(FairseqTask):
+class PseudoMaskedLMTask(BF16AutocastMixin, FairseqTask):
     cfg: PseudoMaskedLMConfig
 
     def __init__(self, cfg: PseudoMaskedLMConfig, dictionary):

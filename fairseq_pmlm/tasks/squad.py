@@ -12,7 +12,6 @@ import logging
 import os
 from dataclasses import dataclass, field
 
-from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import MISSING
 
@@ -21,13 +20,14 @@ from ..data.squad_features import encode_example, make_features
 from ..data.squad_json import read_squad_json
 from ..weights.tokenizer_files import piece_encoder
 from .pseudo_masked_lm import load_pmlm_dictionary
+from .autocast import AutocastConfig, BF16AutocastMixin
 
 logger = logging.getLogger(__name__)
 SPAN_HEAD = "squad"
 
 
 @dataclass
-class PMLMSquadConfig(FairseqDataclass):
+class PMLMSquadConfig(AutocastConfig):
     data: str = field(default=MISSING, metadata={"help": "the pre-training data directory (dict.txt and spm.model), or a "
                                                            "convert_checkpoint.py output (dict.txt and vocab.txt)"})
     train_json: str = field(default="", metadata={"help": "official SQuAD JSON for the train split"})
@@ -39,7 +39,7 @@ class PMLMSquadConfig(FairseqDataclass):
 
 
 @register_task("pmlm_squad", dataclass=PMLMSquadConfig)
-class PMLMSquadTask(FairseqTask):
+class PMLMSquadTask(BF16AutocastMixin, FairseqTask):
     cfg: PMLMSquadConfig
 
     def __init__(self, cfg, dictionary, sp):

@@ -1,0 +1,240 @@
+#!/usr/bin/env python
+"""The GPU comparison in one call (``scripts/bench_gpu.sh`` installs, then runs this).
+
+At base size, same batch of full-length contexts, one full fairseq ``Trainer.train_step``
+(forward, backward, Adam) per update:
+  - stock fairseq ``roberta_base`` masked_lm (fp16) vs PMLM AE+PAR (fp16): tokens/s,
+    context sequences/s, model FLOPs utilisation (appended tokens counted), peak memory;
+  - PMLM AE+PAR vs the naive way: one cloze instance (a full copy of the context) per
+    factorization step, accumulated into one update;
+  - PMLM fp16 (fairseq's --fp16) vs bf16 (the plugin's --bf16-autocast);
+  - decoding at XSum shapes (source 720, 48 steps, beam 5): unilmv2_base vs fairseq's bart_base.
+Prints one markdown table with the device, commit and ratios. ``--smoke``: the same code at
+tiny sizes (the test suite runs it on the CPU, so this script cannot rot).
+
+    python scripts/bench_gpu.py [--smoke] [--peak-tflops 989]
+"""
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from argparse import Namespace
+
+import torch
+
+import bench_generate
+import bench_pretrain
+from bench_pretrain import REPO
+from fairseq_pmlm.modules.attention_rule import ORIGINAL
+
+SIZES = {
+    "base": dict(layers=12, dim=768, heads=12, ffn=3072, batch=32, length=512, vocab=30000, docs=64,
+                 warmup=3, steps=10, source_len=720, target_len=48, beam=5, sentences=8, bart={}),
+    "smoke": dict(layers=2, dim=64, heads=4, ffn=256, batch=4, length=64, vocab=300, docs=8,
+                  warmup=1, steps=2, source_len=40, target_len=6, beam=2, sentences=2,
+                  bart=dict(encoder_layers=1, decoder_layers=1, encoder_embed_dim=64, decoder_embed_dim=64,
+                            encoder_ffn_embed_dim=128, decoder_ffn_embed_dim=128,
+                            encoder_attention_heads=2, decoder_attention_heads=2)),
+}
+# dense fp16/bf16 tensor-core peaks (FLOP/s), matched against torch.cuda.get_device_name()
+PEAK_FLOPS = [("H100 PCIe", 756e12), ("H100", 989e12), ("H200", 989e12), ("A100", 312e12)]
+ANCHOR = "stock roberta_base fp16, H100, batch 32 x 512: 225-240k tokens/s (earlier measurement)"
+COLUMNS = ["run", "precision", "time (ms)", "sequences/s", "tokens/s", "MFU", "peak memory (GiB)", "ratio"]
+
+
+def device_info(peak_tflops):
+    if torch.cuda.is_available():
+        name = torch.cuda.get_device_name()
+        peak = peak_tflops * 1e12 if peak_tflops else next((f for k, f in PEAK_FLOPS if k in name), None)
+        return "cuda", name, peak
+    return "cpu", f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)", (
+        peak_tflops * 1e12 if peak_tflops else None)
+
+
+def commit():
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                               capture_output=True, text=True).stdout.strip()
+        return out.stdout.strip() + ("+dirty" if dirty else "") if out.returncode == 0 else "unknown"
+    except OSError:
+        return "unknown"
+
+
+def train_flops(sample, s, vocab, pad):
+    """Model FLOPs of one update (forward + backward = 3x forward), counting every computed
+    token, the appended ones included: dense layers 6 x params x tokens, attention 12 x dim
+    per query-key pair actually computed (PMLM's context rows skip the appended keys), LM
+    head 6 x dim x vocab per predicted token."""
+    ni = sample["net_input"]
+    B, T = ni["src_tokens"].shape
+    P = ni.get("prefix_len") or T
+    pairs = B * (P * P + (T - P) * T)
+    predicted = int(sample["target"].ne(pad).sum())
+    body = s["layers"] * (4 * s["dim"] ** 2 + 2 * s["dim"] * s["ffn"])
+    return 6 * body * B * T + 12 * s["layers"] * s["dim"] * pairs + 6 * s["dim"] * (vocab + s["dim"]) * predicted
+
+
+def naive_batches(sample, pad, batch):
+    """The same examples the naive way: per factorization step s one copy of the context
+    in which the blocks of steps < s are revealed, predicting step s's block (the first copy,
+    everything masked, also predicts every masked token: the AE loss). Batches of ``batch``."""
+    ni = sample["net_input"]
+    P = ni["prefix_len"]
+    rows = []
+    for b in range(ni["src_tokens"].size(0)):
+        orig = ni["kinds"][b].eq(ORIGINAL)
+        pos, step, tok = ni["positions"][b][orig], ni["steps"][b][orig], ni["src_tokens"][b][orig]
+        for s in range(1, int(step.max()) + 1):
+            tokens = ni["src_tokens"][b, :P].clone()
+            tokens[pos[step < s]] = tok[step < s]
+            target = torch.full_like(tokens, pad)
+            pick = step >= 1 if s == 1 else step == s
+            target[pos[pick]] = tok[pick]
+            rows.append((tokens, target, b))
+    out = []
+    for i in range(0, len(rows), batch):
+        chunk = rows[i:i + batch]
+        idx = torch.tensor([b for _, _, b in chunk])
+        tokens = torch.stack([t for t, _, _ in chunk])
+        out.append({
+            "net_input": {"src_tokens": tokens, "positions": ni["positions"][idx, :P],
+                          "segments": ni["segments"][idx, :P], "kinds": ni["kinds"][idx, :P],
+                          "steps": torch.zeros_like(tokens)},
+            "target": torch.stack([t for _, t, _ in chunk]),
+            "ntokens": int(tokens.ne(pad).sum()), "nsentences": len(chunk),
+        })
+    return out, len(rows)
+
+
+def pretraining_rows(a, s, work, device, peak):
+    data = bench_pretrain.binarize(work, vocab=s["vocab"], docs=s["docs"])
+    shape = ["--encoder-layers", str(s["layers"]), "--encoder-embed-dim", str(s["dim"]),
+             "--encoder-ffn-embed-dim", str(s["ffn"]), "--encoder-attention-heads", str(s["heads"])]
+    common = [data, "--optimizer", "adam", "--lr", "1e-4", "--max-tokens", "1000000", "--seed", "1",
+              "--tokens-per-sample", str(s["length"]), "--log-format", "none", *shape]
+    common += ["--cpu"] if device == "cpu" else []
+    # fairseq flattens the fp32 master copy onto torch.cuda.current_device(): CPU needs it unflattened
+    precision_args = {"fp16": ["--fp16"] + (["--fp16-no-flatten-grads"] if device == "cpu" else []),
+                      "bf16 autocast": ["--bf16-autocast"]}
+    pmlm = ["--user-dir", os.path.join(REPO, "fairseq_pmlm"), "--task", "pseudo_masked_lm",
+            "--arch", "unilmv2_base", "--criterion", "pmlm", "--objective", "ae+par"]
+    roberta = ["--task", "masked_lm", "--arch", "roberta_base", "--criterion", "masked_lm",
+               "--sample-break-mode", "none"]
+
+    def measure(argv, make_batches, steps):
+        task, trainer = bench_pretrain.setup(common + argv)
+        batches, extra = make_batches(task)
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        sec = bench_pretrain.time_updates(trainer, batches, s["warmup"], steps)
+        memory = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
+        first = batches[0] if isinstance(batches, list) else batches
+        vocab = len(task.source_dictionary)
+        flops = sum(train_flops(b, s, vocab, task.source_dictionary.pad()) for b in (batches if isinstance(batches, list) else [batches]))
+        processed = sum(int(b["net_input"]["src_tokens"].numel()) for b in
+                        (batches if isinstance(batches, list) else [batches]))
+        del trainer, task
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        return dict(sec=sec, seqs=s["batch"] / sec, tokens=processed / sec, mfu=flops / sec / peak if peak else None,
+                    memory=memory, first=first, extra=extra)
+
+    def pmlm_batch(task):
+        return bench_pretrain.full_length_batch(task.dataset("train"), s["batch"], s["length"]), None
+
+    def roberta_batch(task):
+        ds = task.dataset("train")
+        sample = ds.collater([ds[i] for i in range(s["batch"])])
+        assert sample["net_input"]["src_tokens"].shape == (s["batch"], s["length"])
+        return sample, None
+
+    rob = measure(roberta + precision_args["fp16"], roberta_batch, s["steps"])
+    fp16 = measure(pmlm + precision_args["fp16"], pmlm_batch, s["steps"])
+    bf16 = measure(pmlm + precision_args["bf16 autocast"], pmlm_batch, s["steps"])
+
+    def naive(task):
+        sample, _ = pmlm_batch(task)
+        return naive_batches(sample, task.source_dictionary.pad(), s["batch"])
+
+    nv = measure(pmlm + precision_args["fp16"], naive, max(1, s["steps"] // 3))
+    per_example = nv["extra"] / s["batch"]
+    return [
+        ("fairseq roberta_base masked_lm", "fp16", rob, "reference for the pre-training rows"),
+        ("PMLM AE+PAR (unilmv2_base)", "fp16", fp16,
+         f"{fp16['seqs'] / rob['seqs']:.2f}x roberta's sequences/s (target >= 1)"),
+        ("PMLM AE+PAR (unilmv2_base)", "bf16 autocast", bf16,
+         f"{bf16['seqs'] / fp16['seqs']:.2f}x PMLM fp16's sequences/s"),
+        (f"naive: one cloze instance per factorization step ({per_example:.1f} per example)", "fp16", nv,
+         f"PMLM fp16 is {fp16['seqs'] / nv['seqs']:.1f}x faster"),
+    ]
+
+
+def decoding_rows(s, device):
+    g = Namespace(source_len=s["source_len"], target_len=s["target_len"], beam=s["beam"],
+                  sentences=s["sentences"], layers=s["layers"], dim=s["dim"])
+    torch.manual_seed(0)
+    d = bench_generate.dictionary(30522 if s["vocab"] >= 30000 else s["vocab"])
+    sample = bench_generate.xsum_sample(d, g)
+    sample = {"net_input": {k: v.to(device) for k, v in sample["net_input"].items()}}
+    out = {}
+    for name, build in (("unilmv2", lambda: bench_generate.unilmv2(d, g)),
+                        ("bart_base", lambda: bench_generate.bart_base(d, g, **s["bart"]))):
+        model = build().to(device).half()
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        sec = bench_generate.time_generation(model, d, sample, g)
+        out[name] = dict(sec=sec, seqs=g.sentences / sec, tokens=g.sentences * g.target_len / sec, mfu=None,
+                         memory=torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None)
+        del model
+    shape = f"source {g.source_len}, {g.target_len} steps, beam {g.beam}"
+    return [
+        (f"decoding unilmv2 ({shape})", "fp16", out["unilmv2"],
+         f"{out['unilmv2']['sec'] / out['bart_base']['sec']:.2f}x bart_base's time per sentence"),
+        (f"decoding fairseq bart_base ({shape})", "fp16", out["bart_base"], "reference for decoding"),
+    ]
+
+
+def table(rows):
+    def num(v, fmt):
+        return "-" if v is None else format(v, fmt)
+
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|---|---|" + "---:|" * 5 + "---|"]
+    for name, precision, m, ratio in rows:
+        lines.append(f"| {name} | {precision} | {1000 * m['sec']:.1f} | {m['seqs']:,.2f} | {m['tokens']:,.0f} | "
+                     f"{num(m['mfu'] and 100 * m['mfu'], '.1f') + ('%' if m['mfu'] else '')} | "
+                     f"{num(m['memory'], '.2f')} | {ratio} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--smoke", action="store_true", help="tiny sizes (about a minute on a CPU)")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="the device's dense fp16/bf16 peak, for MFU (default: known GPUs by name)")
+    a = p.parse_args(argv)
+    s = SIZES["smoke" if a.smoke else "base"]
+    device, name, peak = device_info(a.peak_tflops)
+    if device == "cpu" and not a.smoke:
+        sys.exit("bench_gpu.py: error: no CUDA device (torch.cuda.is_available() is False); "
+                 "use --smoke for the CPU check")
+    torch.manual_seed(0)
+    work = tempfile.mkdtemp(prefix="bench_gpu_")
+    try:
+        rows = pretraining_rows(a, s, work, device, peak) + decoding_rows(s, device)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    mfu = f"MFU against {peak / 1e12:.0f} TFLOP/s" if peak else "MFU: no known peak for this device (--peak-tflops)"
+    print(f"\ndevice: {name}; commit: {commit()}; torch {torch.__version__}; "
+          f"{'smoke sizes' if a.smoke else 'base size'}: model {s['layers']}x{s['dim']}, {s['heads']} heads, "
+          f"batch {s['batch']} x {s['length']} context tokens, median of {s['steps']} updates; {mfu}\n")
+    print(table(rows))
+    print(f"\nanchor: {ANCHOR}. sequences/s: context sequences (pre-training), sentences (decoding); "
+          "tokens/s: every computed token, PMLM's appended ones included (decoding: generated tokens)")
+
+
+if __name__ == "__main__":
+    main()

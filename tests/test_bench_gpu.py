@@ -1,0 +1,78 @@
+"""``bash scripts/bench_gpu.sh --smoke``: the GPU benchmark's own code at tiny sizes on the CPU
+(~15 s), so the one-call GPU measurement cannot rot. Checks the table's shape and that its
+numbers are consistent with each other (never their values: this machine's speed varies)."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLUMNS = ["run", "precision", "time (ms)", "sequences/s", "tokens/s", "MFU", "peak memory (GiB)", "ratio"]
+ROWS = [  # (start of the run's name, precision)
+    ("fairseq roberta_base masked_lm", "fp16"),
+    ("PMLM AE+PAR", "fp16"),
+    ("PMLM AE+PAR", "bf16 autocast"),
+    ("naive: one cloze instance per factorization step", "fp16"),
+    ("decoding unilmv2", "fp16"),
+    ("decoding fairseq bart_base", "fp16"),
+]
+SMOKE_CONTEXT = 64  # bench_gpu.py's smoke context length
+
+
+@pytest.fixture(scope="module")
+def output():
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run(["bash", "scripts/bench_gpu.sh", "--smoke"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def parse(output):
+    lines = [line for line in output.splitlines() if line.startswith("|")]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    return cells[0], cells[2:]
+
+
+def number(cell):
+    return float(cell.replace(",", "").rstrip("%"))
+
+
+def test_prints_device_commit_and_one_table_of_the_six_comparisons(output):
+    first = output.strip().splitlines()[0]
+    assert first.startswith("device: ") and re.search(r"commit: [0-9a-f]{7,}", first), first
+    header, rows = parse(output)
+    assert header == COLUMNS
+    assert len(rows) == len(ROWS), rows
+    for row, (name, precision) in zip(rows, ROWS):
+        assert len(row) == len(COLUMNS) and row[0].startswith(name) and row[1] == precision, row
+        for cell in row[2:5]:
+            assert number(cell) > 0, row
+        assert row[5] == "-" or row[5].endswith("%"), row  # MFU: none without a known peak
+        assert row[6] == "-" or number(row[6]) > 0, row  # peak memory: CUDA only
+
+
+def test_ratios_are_the_ones_their_rows_give(output):
+    _, rows = parse(output)
+    seqs = [number(r[3]) for r in rows]
+    times = [number(r[2]) for r in rows]
+
+    def ratio(row):
+        return float(re.search(r"(\d+\.\d+)x", row[7]).group(1))
+
+    assert ratio(rows[1]) == pytest.approx(seqs[1] / seqs[0], abs=0.011)  # PMLM vs roberta
+    assert ratio(rows[2]) == pytest.approx(seqs[2] / seqs[1], abs=0.011)  # bf16 vs fp16
+    assert ratio(rows[3]) == pytest.approx(seqs[1] / seqs[3], rel=0.06)  # PMLM vs naive (1 decimal)
+    assert ratio(rows[4]) == pytest.approx(times[4] / times[5], rel=0.02)  # decoding vs bart_base
+
+
+def test_tokens_count_the_appended_tokens_and_the_naive_copies(output):
+    _, rows = parse(output)
+    per_sequence = [number(r[4]) / number(r[3]) for r in rows[:4]]
+    assert per_sequence[0] == pytest.approx(SMOKE_CONTEXT, rel=0.01)  # roberta: the context only
+    assert per_sequence[1] > 1.1 * SMOKE_CONTEXT  # PMLM: context + [P]s + original copies
+    copies = float(re.search(r"\((\d+\.\d+) per example\)", rows[3][0]).group(1))
+    assert copies > 1 and per_sequence[3] == pytest.approx(copies * SMOKE_CONTEXT, rel=0.01)

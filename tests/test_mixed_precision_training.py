@@ -1,0 +1,183 @@
+"""Mixed-precision training on the CPU, as far as the CPU can take it.
+
+- the plugin's ``--bf16-autocast`` (fairseq's ``--bf16`` means TPU): the criterion's forward
+  runs under bf16 autocast, the backward outside it, weights stay fp32;
+- fairseq's ``--fp16`` (with ``--fp16-no-flatten-grads``: the flattened fp32 master copy
+  is placed with ``torch.cuda.current_device()``) and ``--memory-efficient-fp16``: the model
+  really is cast to fp16 and the trainer's loss scaling runs;
+- fairseq's ``FP16Optimizer`` / ``MemoryEfficientFP16Optimizer`` on an overflow.
+All fairseq-train runs share one process (``train_many``): 40 updates each, ~15 s in all.
+"""
+import types
+
+import pytest
+import torch
+from fairseq import checkpoint_utils, options
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from fairseq.optim import FP16Optimizer, MemoryEfficientFP16Optimizer
+
+from cli import USER_DIR, checkpoints, memorisable_documents, preprocess, records, train_args, train_many
+from fairseq_pmlm.tasks.autocast import AutocastConfig, BF16AutocastMixin
+
+UPDATES = 40
+# per logged update (fairseq rounds the loss to 3 decimals), in bits: the runs start from the
+# same weights and data order, so the curves differ by rounding only (measured max: 0.002)
+CURVE_TOLERANCE = 0.05
+RUNS = {  # name: extra fairseq-train arguments
+    "fp32": [],
+    "bf16 autocast": ["--bf16-autocast"],
+    "fp16": ["--fp16", "--fp16-no-flatten-grads", "--fp16-scale-window", "8", "--fp16-init-scale", "16"],
+    "memory-efficient fp16": ["--memory-efficient-fp16", "--fp16-scale-window", "8", "--fp16-init-scale", "16"],
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mixed")
+    data = preprocess(tmp, memorisable_documents(), in_process=True)
+    common = ["--log-interval", "1", "--no-epoch-checkpoints", "--disable-validation"]
+    plan = [(data, tmp / name, "--max-update", str(UPDATES), *common, *extra) for name, extra in RUNS.items()]
+    # the fp16 run again, in two halves: stopped after half the updates, then resumed
+    resumed = tmp / "fp16 resumed"
+    plan += [(data, resumed, "--max-update", str(UPDATES // 2), *common, *RUNS["fp16"]),
+             (data, resumed, "--max-update", str(UPDATES), *common, *RUNS["fp16"])]
+    plan.append((data, tmp / "both", "--max-update", "2", "--bf16-autocast", *RUNS["fp16"]))
+    procs = train_many(plan)
+    out = {name: (proc, tmp / name) for name, proc in zip(list(RUNS) + ["first half", "second half", "both"], procs)}
+    out["data"] = data
+    return out
+
+
+def curve(proc):
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return [float(r["loss"]) for r in records(proc)]
+
+
+@pytest.mark.parametrize("name", ["bf16 autocast", "fp16", "memory-efficient fp16"])
+def test_loss_curve_follows_fp32_update_by_update(name, runs):
+    want, got = curve(runs["fp32"][0]), curve(runs[name][0])
+    assert len(got) == len(want) == UPDATES
+    worst = max(abs(a - b) for a, b in zip(got, want))
+    assert worst <= CURVE_TOLERANCE, f"{name}: largest loss difference {worst:.3f} bits"
+    assert sum(got[-5:]) / 5 < sum(got[:5]) / 5 - 2  # and it learns
+
+
+@pytest.mark.parametrize("name", ["bf16 autocast", "fp16"])
+def test_checkpoint_holds_fp32_weights_and_loads_into_an_fp32_model(name, runs):
+    save_dir = runs[name][1]
+    assert "checkpoint_last.pt" in checkpoints(save_dir)
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(save_dir / "checkpoint_last.pt"))  # weights_only
+    floats = {k: v.dtype for k, v in state["model"].items() if v.is_floating_point()}
+    assert set(floats.values()) == {torch.float32}, floats
+    (model,), _ = checkpoint_utils.load_model_ensemble([str(save_dir / "checkpoint_last.pt")],
+                                                      arg_overrides={"data": str(runs["data"])})
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert all(torch.equal(p, state["model"][n]) for n, p in model.state_dict().items())
+
+
+def test_fp16_resumed_run_restores_the_loss_scale_and_follows_the_uninterrupted_run(runs):
+    first, second = records(runs["first half"][0]), records(runs["second half"][0])
+    whole = records(runs["fp16"][0])
+    assert len(first) + len(second) == UPDATES
+    # --fp16-scale-window 8 doubles the scale every 8 clean updates: a reset would restart it
+    assert second[0]["loss_scale"] == whole[UPDATES // 2]["loss_scale"] > whole[0]["loss_scale"]
+    resumed = [float(r["loss"]) for r in first + second]
+    assert max(abs(a - b) for a, b in zip(resumed, curve(runs["fp16"][0]))) <= CURVE_TOLERANCE
+
+
+def test_bf16_autocast_with_fairseq_half_precision_flags_is_a_clear_error(runs):
+    proc = runs["both"][0]
+    assert proc.returncode != 0
+    assert "--bf16-autocast keeps fp32 weights: drop --fp16" in proc.stdout + proc.stderr
+    # before any update: no checkpoint (fairseq's own crash.pt dump aside)
+    assert not [f for f in checkpoints(runs["both"][1]) if f.startswith("checkpoint")]
+
+
+class _Base:
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        # fairseq's own train_step, reduced to what matters here: forward, then backward
+        loss, _, _ = criterion(model, sample)
+        optimizer.backward(loss)
+        return loss
+
+    def valid_step(self, sample, model, criterion):
+        return criterion(model, sample)[0]
+
+
+class _Task(BF16AutocastMixin, _Base):
+    def __init__(self, on):
+        self.cfg = AutocastConfig(bf16_autocast=on)
+
+
+def _spy_step(on, valid=False):
+    seen = {}
+    model = torch.nn.Linear(4, 4)
+
+    def criterion(m, sample):
+        seen["autocast"] = torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu")
+        out = m(sample)
+        seen["activation"] = out.dtype
+        return out.float().pow(2).sum(), 1, {}
+
+    def backward(loss):
+        seen["autocast in backward"] = torch.is_autocast_enabled("cpu")
+        loss.backward()
+
+    task, x = _Task(on), torch.randn(3, 4)
+    if valid:
+        task.valid_step(x, model, criterion)
+    else:
+        task.train_step(x, model, criterion, types.SimpleNamespace(backward=backward), 0)
+        seen["grad"] = model.weight.grad.dtype
+    seen["weight"] = model.weight.dtype
+    return seen
+
+
+def test_bf16_autocast_runs_the_forward_in_bf16_and_the_backward_outside_with_fp32_weights():
+    seen = _spy_step(True)
+    assert seen == {"autocast": torch.bfloat16, "activation": torch.bfloat16, "autocast in backward": False,
+                    "grad": torch.float32, "weight": torch.float32}
+    assert _spy_step(True, valid=True)["activation"] == torch.bfloat16
+    assert _spy_step(False)["activation"] == _spy_step(False, valid=True)["activation"] == torch.float32
+
+
+def _fp16_cfg(*extra):
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, train_args("unused", "unused") + list(extra))
+    return convert_namespace_to_omegaconf(args)
+
+
+@pytest.mark.parametrize("kind", ["FP16Optimizer", "MemoryEfficientFP16Optimizer"])
+def test_fairseq_fp16_optimizer_on_cpu_skips_an_overflow_halves_the_scale_then_steps(kind):
+    cfg = _fp16_cfg("--fp16", "--fp16-no-flatten-grads", "--fp16-init-scale", "64", "--fp16-scale-window", "2")
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 8).half()
+    params = list(model.parameters())
+    cls = FP16Optimizer if kind == "FP16Optimizer" else MemoryEfficientFP16Optimizer
+    opt = cls.build_optimizer(cfg, params)
+    x = torch.randn(4, 8).half()
+
+    def backward(poison=False):
+        opt.zero_grad()
+        opt.backward(model(x).float().pow(2).mean())  # scaled by the loss scale
+        if poison:
+            params[0].grad[0, 0] = float("inf")
+        opt.multiply_grads(1.0)
+        return opt.clip_grad_norm(0.0)  # checks for an overflow, as the trainer calls it
+
+    before = [p.detach().clone() for p in params]
+    with pytest.raises(OverflowError):  # the trainer catches it and skips the update
+        backward(poison=True)
+    assert opt.scaler.loss_scale == 32  # halved
+    assert all(torch.equal(a, b) for a, b in zip(before, params))  # nothing stepped
+    for _ in range(2):
+        backward()
+        opt.step()
+    assert all(p.dtype == torch.float16 for p in params)
+    assert not all(torch.equal(a, b) for a, b in zip(before, params))  # stepped, synced back to fp16
+    assert opt.scaler.loss_scale == 64  # two clean updates (window 2): doubled again
+    state = opt.state_dict()
+    assert state["loss_scale"] == 64
+    fresh = cls.build_optimizer(cfg, params)
+    fresh.load_state_dict(state)
+    assert fresh.scaler.loss_scale == 64
