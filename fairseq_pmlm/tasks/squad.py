@@ -1,4 +1,4 @@
-"""fairseq task ``pmlm_squad``: extractive question answering, SQuAD v1.1 / v2.0 (PMLM-SPEC 4).
+"""fairseq task ``pmlm_squad``: extractive question answering, SQuAD v1.1 / v2.0 (docs/DESIGN.md §6).
 
 Reads the official SQuAD JSON files, tokenises with the pre-training sentencepiece model
 (``DATA/spm.model``) and numbers with the pre-training dictionary (``DATA/dict.txt``), so
