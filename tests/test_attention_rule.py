@@ -1,8 +1,8 @@
-"""The attention rule (``attention_allowed``) equals a slow reference written from PMLM-SPEC
-section 2's table, on padded batches of random examples of every objective.
+"""The attention rule (``attention_allowed``) equals a slow reference written from the table
+of docs/DESIGN.md §1, on padded batches of random examples of every objective.
 
 The reference does not read ``kinds``/``steps``: it reads each token's role off the collated
-token ids and the layout the spec describes (context first; then, per factorization step in
+token ids and the layout docs/DESIGN.md §3 describes (context first; then, per factorization step in
 order, that step's [P] tokens followed by as many original copies; padding is the pad id), so
 it also checks that ``build_example``/``collater`` label every token with the right kind/step.
 """
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def spec_sees(q_role, q_step, k_role, k_step):
-    """PMLM-SPEC section 2, the self-attention table, one (query, key) pair at a time."""
+    """docs/DESIGN.md §1, the attention table, one (query, key) pair at a time."""
     if k_role == "pad":  # padding never seen
         return False
     if q_role == "context":  # every context token; nothing appended

@@ -1,5 +1,5 @@
 """Sentence(-pair) classification and regression through fairseq's own sentence_prediction
-task and criterion (PMLM-SPEC section 4), and the GLUE recipe (scripts/glue/) end to end:
+task and criterion (docs/DESIGN.md §6), and the GLUE recipe (scripts/glue/) end to end:
 TSV folder -> sentencepiece -> binarized with the pre-training dictionary -> fine-tuned from
 a pre-trained unilmv2 checkpoint -> the task's dev metric.
 """

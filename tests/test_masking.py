@@ -1,5 +1,5 @@
 """Blockwise masking (Algorithm 1), corruption and the example layout, measured over many
-examples of the real ``PseudoMaskedLMDataset`` (PMLM-SPEC section 2), plus ``pack_documents``.
+examples of the real ``PseudoMaskedLMDataset`` (docs/DESIGN.md §3), plus ``pack_documents``.
 
 Contexts are ~500 tokens (tokens_per_sample=512). The masked positions and the factorization
 order are read back from the appended part ([P] positions per step); the uncorrupted context is
@@ -112,7 +112,7 @@ def test_blocks_never_overlap_and_never_cover_sos_or_eos(corpus, d):
 
 
 def reference_algorithm_1(rng, maskable, ratio=0.15, ngram_prob=0.4):
-    """Algorithm 1 as the spec states it (python's random, not numpy): uniform position,
+    """Algorithm 1 as docs/DESIGN.md §3 states it (python's random, not numpy): uniform position,
     length 2..6 with probability 0.4 else 1, accepted only if all maskable and none masked."""
     n, masked, lengths = len(maskable), set(), []
     goal = ratio * sum(maskable)

@@ -1,4 +1,4 @@
-"""The model (PMLM-SPEC section 1): the fused attention path against the explicit one, a
+"""The model (docs/DESIGN.md §2): the fused attention path against the explicit one, a
 from-the-spec forward pass, the T5 relative-position buckets, the tied LM head and the
 projection of the loss positions only."""
 import math
@@ -135,7 +135,7 @@ def test_model_bias_is_the_shared_table_at_the_bucket_of_key_position_minus_quer
 
 
 def spec_forward(model, ni):
-    """PMLM-SPEC section 1 written out: (token + position + segment embedding) -> LayerNorm;
+    """docs/DESIGN.md §2 written out: (token + position + segment embedding) -> LayerNorm;
     per layer, post-LN: x = LN(x + Attn(x)), x = LN(x + FFN(x)) with GELU, where every head's
     scores are QK^T / sqrt(d) + rel_table[head, bucket(pos[key] - pos[query])], masked by the
     rule."""

@@ -1,5 +1,5 @@
 """No information leaks, shown by perturbation on a randomly initialised model in fp32, eval mode
-(PMLM-SPEC section 2).
+(docs/DESIGN.md §1, §3).
 
 If the original tokens of block i change (in the source text, so in the context, where
 all-[MASK] corruption hides them, and in block i's appended copies), then no AE prediction

@@ -1,4 +1,4 @@
-"""Starting from released weights (issue 5): BERT / UniLMv2 import, export, WordPiece data.
+"""Starting from released weights (docs/DESIGN.md §7): BERT / UniLMv2 import, export, WordPiece data.
 
 No downloads: the reference models are small randomly initialised ``transformers`` BERTs
 saved to disk here, the vocabulary is a WordPiece vocab trained here (``tokenizers``) on

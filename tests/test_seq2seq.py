@@ -1,4 +1,4 @@
-"""Sequence-to-sequence fine-tuning and decoding (PMLM-SPEC section 3)."""
+"""Sequence-to-sequence fine-tuning and decoding (docs/DESIGN.md §4, §5)."""
 import os
 import subprocess
 import sys
@@ -52,7 +52,7 @@ def test_incremental_decoding_equals_one_teacher_forced_pass(rel_pos, rng):
 
 
 def test_fine_tuning_mask_equals_the_spec_rule(rng, monkeypatch):
-    """Spy on the rule's inputs during a teacher-forced pass; compare with section 3."""
+    """Spy on the rule's inputs during a teacher-forced pass; compare with docs/DESIGN.md §4."""
     d = make_dictionary()
     model = tiny_model(d)
     src, lens, prev, tgt = random_pairs(d, rng)

@@ -16,7 +16,7 @@ import torch
 from cli import checkpoints, records, shared_corpus, submit, train, train_many
 
 OBJECTIVES = ["ae", "par", "ar", "ae+ar", "ae+par"]
-# PMLM-SPEC 2 / paper Table 6: which losses each objective has
+# docs/DESIGN.md §3 / paper Table 6: which losses each objective has
 LOSSES = {"ae": {"ae"}, "par": {"par"}, "ar": {"par"}, "ae+ar": {"ae", "par"}, "ae+par": {"ae", "par"}}
 
 LEARN = ["--max-update", "240", "--log-interval", "20", "--lr-scheduler", "inverse_sqrt",

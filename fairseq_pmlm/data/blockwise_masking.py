@@ -1,4 +1,4 @@
-"""Blockwise masking (paper Algorithm 1) and the PMLM example layout (PMLM-SPEC section 2).
+"""Blockwise masking (paper Algorithm 1) and the PMLM example layout (docs/DESIGN.md §3).
 
 Pure functions of a numpy Generator, so an example is a function of (seed, epoch, index).
 """

@@ -1,4 +1,4 @@
-"""SQuAD examples -> model inputs ``[SOS] question [EOS] passage-window [EOS]`` (PMLM-SPEC 4).
+"""SQuAD examples -> model inputs ``[SOS] question [EOS] passage-window [EOS]`` (docs/DESIGN.md §6).
 
 A passage longer than the room left after the question is split into overlapping windows
 whose starts are ``doc_stride`` tokens apart (BERT's recipe), so every passage token is in

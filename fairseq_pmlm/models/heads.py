@@ -1,4 +1,4 @@
-"""Task heads on top of the UniLMv2 Transformer (PMLM-SPEC section 4).
+"""Task heads on top of the UniLMv2 Transformer (docs/DESIGN.md §6).
 
 - ``SentenceClassificationHead``: BERT's pooler on the final [SOS] vector (dense -> tanh),
   dropout, then a projection to the classes (1 output for regression, as fairseq's

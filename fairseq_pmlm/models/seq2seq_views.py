@@ -1,4 +1,4 @@
-"""fairseq encoder/decoder views of one UniLMv2 Transformer (PMLM-SPEC section 3).
+"""fairseq encoder/decoder views of one UniLMv2 Transformer (docs/DESIGN.md §4, §5).
 
 They let fairseq's own SequenceGenerator (``fairseq-generate``, ``fairseq-interactive``)
 and encoder-decoder criteria drive the model. Layout, as in s2s-ft's pseudo-masking:

@@ -76,7 +76,7 @@ def nlu_layout(tokens, pad, eos):
     """(positions, segments, kinds, steps) of plain ``[SOS] A [EOS] (B [EOS])`` rows, right padded.
 
     fairseq's sentence_prediction passes only ``src_tokens``, so the segment ids are read off
-    the tokens: everything after the first [EOS] is segment B (PMLM-SPEC 2 and 4 layout).
+    the tokens: everything after the first [EOS] is segment B (docs/DESIGN.md §6).
     Every real token is CONTEXT at step 0: the whole input sees itself bidirectionally.
     """
     real = tokens.ne(pad)

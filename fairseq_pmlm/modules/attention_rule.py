@@ -6,9 +6,9 @@ Every token carries a compact description, two small integers:
   step: the factorization step it belongs to (0 for context and padding).
 The dense L x L mask is derived from these on the model's device, never collated.
 
-The same rule serves pre-training (PMLM-SPEC section 2), sequence-to-sequence fine-tuning
-(section 3: source = context, target token t = ORIGINAL of step t, its [P] = PSEUDO of step t)
-and incremental decoding (the cached keys keep their kind/step).
+The same rule serves pre-training (docs/DESIGN.md §3), sequence-to-sequence fine-tuning
+(§4: source = context, target token t = ORIGINAL of step t, its [P] = PSEUDO of step t)
+and incremental decoding (§5: the cached keys keep their kind/step). The table: §1.
 """
 import torch
 

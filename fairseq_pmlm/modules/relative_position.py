@@ -1,4 +1,4 @@
-"""T5-style bucketed relative positions, computed from position ids (PMLM-SPEC section 1)."""
+"""T5-style bucketed relative positions, computed from position ids (docs/DESIGN.md §2)."""
 import math
 
 import torch

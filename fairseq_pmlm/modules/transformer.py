@@ -1,4 +1,4 @@
-"""The UniLMv2 Transformer, readable top to bottom (PMLM-SPEC section 1).
+"""The UniLMv2 Transformer, readable top to bottom (docs/DESIGN.md §2).
 
 BERT-style post-LayerNorm encoder whose self-attention is steered by the PMLM rule
 (``attention_rule.py``) plus a T5 relative-position bias shared by all layers. The bias

@@ -1,5 +1,5 @@
 """fairseq task ``pmlm_seq2seq``: UniLMv2 sequence-to-sequence fine-tuning and generation
-(PMLM-SPEC section 3, s2s-ft's pseudo-masking).
+(docs/DESIGN.md §4: s2s-ft's pseudo-masking).
 
 Data: ``fairseq-preprocess --source-lang source --target-lang target --srcdict DICT
 --tgtdict DICT`` with the pre-training dictionary, so ``dict.txt`` (or ``dict.source.txt``)

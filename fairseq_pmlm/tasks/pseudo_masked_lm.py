@@ -1,4 +1,4 @@
-"""fairseq task ``pseudo_masked_lm``: UniLMv2 pre-training data (PMLM-SPEC section 2)."""
+"""fairseq task ``pseudo_masked_lm``: UniLMv2 pre-training data (docs/DESIGN.md §3)."""
 import logging
 import os
 from dataclasses import dataclass, field

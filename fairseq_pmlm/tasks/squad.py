@@ -1,4 +1,4 @@
-"""fairseq task ``pmlm_squad``: extractive question answering, SQuAD v1.1 / v2.0 (PMLM-SPEC 4).
+"""fairseq task ``pmlm_squad``: extractive question answering, SQuAD v1.1 / v2.0 (docs/DESIGN.md §6).
 
 Reads the official SQuAD JSON files, tokenises with the pre-training tokenizer (``DATA/spm.model``,
 or the WordPiece ``DATA/vocab.txt`` of converted weights) and numbers with the pre-training

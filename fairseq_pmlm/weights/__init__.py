@@ -1,5 +1,5 @@
 """Moving weights between released BERT/UniLMv2 checkpoints and this plugin's fairseq
-checkpoints (issue 5). Nothing here registers fairseq components, so the plugin's
+checkpoints (docs/DESIGN.md §7). Nothing here registers fairseq components, so the plugin's
 ``__init__`` does not import it and ``--user-dir`` stays free of ``transformers``.
 
 - ``vocab``: a BERT ``vocab.txt`` <-> the fairseq dictionary's row order;

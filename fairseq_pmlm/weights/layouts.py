@@ -2,7 +2,7 @@
 
 Both source layouts use Hugging Face BERT names (``bert.embeddings.*``,
 ``bert.encoder.layer.N.*``, ``cls.predictions.*``; a bare ``BertModel`` has no ``bert.``
-prefix and no head). UniLMv2's release differs (PMLM-SPEC section 5): per layer one fused
+prefix and no head). UniLMv2's release differs (docs/DESIGN.md §7): per layer one fused
 ``attention.self.qkv_linear.weight`` (q, k, v stacked along dim 0) with ``q_bias`` and
 ``v_bias`` and no key bias (a key bias adds the same number to every score of a query row,
 which the softmax cancels, so it is zero here), and the relative table
