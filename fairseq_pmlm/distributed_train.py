@@ -13,8 +13,9 @@ legacy_ddp on CPU), the process group is formed with a timeout (``--pg-timeout``
 checks that all ranks run the same command line, and then fairseq's own ``train.main`` runs:
 its ``distributed_init`` finds the group already formed and uses it.
 
-``require_process_group`` is the other half: the model calls it, so that a plain
+The other half is ``process_group_guard.py``: the model calls it, so that a plain
 ``fairseq-train`` under torchrun that formed no group stops instead of training alone.
+This module imports only torch at the top (tests load it by path, without fairseq).
 """
 import datetime
 import logging
@@ -28,17 +29,6 @@ import torch.distributed as dist
 PROG = "fairseq_pmlm.distributed_train"
 ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 logger = logging.getLogger(PROG)
-
-
-def require_process_group():
-    """Under torchrun (WORLD_SIZE > 1) a training process must be one rank of a formed process
-    group: fairseq-train alone forms none on CPU (or with one visible GPU per process) and would
-    silently train WORLD_SIZE separate models."""
-    world_size = os.environ.get("WORLD_SIZE", "1")
-    if world_size.isdigit() and int(world_size) > 1 and not (dist.is_available() and dist.is_initialized()):
-        raise RuntimeError(
-            f"WORLD_SIZE={world_size} is set (torchrun) but no process group was formed, so each process "
-            f"would train alone: launch with `torchrun ... -m {PROG} ARGS` (scripts/train_distributed.sh)")
 
 
 def fail(message):
@@ -143,7 +133,7 @@ def check_same_command_line(argv, rank):
 
 
 def main(argv=None):
-    from fairseq import options  # fairseq only here: the model imports require_process_group
+    from fairseq import options  # fairseq only here (see the module docstring)
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.distributed import utils as distributed_utils
     from fairseq_cli import train as fairseq_train

@@ -17,7 +17,7 @@ from fairseq.data import Dictionary
 from fairseq_pmlm.data.blockwise_masking import MaskingConfig, build_example
 from fairseq_pmlm.data.pmlm_dataset import PseudoMaskedLMDataset
 from fairseq_pmlm.modules.transformer import TransformerShape, UniLMv2Transformer
-from fairseq_pmlm.tasks.pseudo_masked_lm import MASK_SYMBOL, PSEUDO_SYMBOL
+from fairseq_pmlm.symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 
 N_WORDS = 100
 OBJECTIVES = ["ae+par", "ae", "par", "ar", "ae+ar"]

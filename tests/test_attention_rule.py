@@ -12,7 +12,7 @@ import torch
 
 from helpers import OBJECTIVES, collate, example, random_context
 from fairseq_pmlm.modules.attention_rule import CONTEXT, ORIGINAL, PAD, PSEUDO, attention_allowed
-from fairseq_pmlm.tasks.pseudo_masked_lm import PSEUDO_SYMBOL
+from fairseq_pmlm.symbols import PSEUDO_SYMBOL
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -11,7 +11,7 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
-from ..tasks.squad import SPAN_HEAD
+from ..symbols import SPAN_HEAD
 
 
 def span_logits(model, sample):
@@ -41,7 +41,9 @@ class PMLMSquadCriterion(FairseqCriterion):
 
     @staticmethod
     def reduce_metrics(logging_outputs):
-        total = lambda key: sum(log.get(key, 0) for log in logging_outputs)  # noqa: E731
+        def total(key):
+            return sum(log.get(key, 0) for log in logging_outputs)
+
         n = total("sample_size")
         if n == 0:
             return

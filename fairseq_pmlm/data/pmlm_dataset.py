@@ -8,6 +8,7 @@ import torch
 from fairseq.data import FairseqDataset, data_utils
 
 from ..modules.attention_rule import CONTEXT, PAD
+from ..symbols import random_token_candidates
 from .blockwise_masking import MaskingConfig, build_example
 from .complete_batches import CompleteBatchesMixin
 
@@ -78,10 +79,7 @@ class PseudoMaskedLMDataset(CompleteBatchesMixin, FairseqDataset):
         self._sizes = body + 3  # context length: [SOS] S1 [EOS] S2 [EOS]
         # batching estimate of the appended part (two tokens per masked token), rounded up
         self._num_tokens = self._sizes + (2 * np.ceil(masking.mask_prob * body) + 6).astype(np.int64) * (objective != "ae")
-        special = {dictionary.bos(), dictionary.eos(), dictionary.pad(), dictionary.unk(), mask_idx, pseudo_idx}
-        self.random_candidates = np.array(
-            [i for i in range(dictionary.nspecial, len(dictionary)) if i not in special], dtype=np.int64
-        )
+        self.random_candidates = random_token_candidates(dictionary)
 
     @property
     def can_reuse_epoch_itr_across_epochs(self):

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from fairseq import checkpoint_utils, hub_utils
 from omegaconf import OmegaConf, open_dict
 
-from ..tasks.pseudo_masked_lm import MASK_SYMBOL
+from ..symbols import FAIRSEQ_MASK_SYMBOL, MASK_SYMBOL
 from ..weights import tokenizer_files
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 CHECKPOINT_NAMES = ("model.pt", "checkpoint_best.pt", "checkpoint_last.pt")
 DICT_NAMES = ("dict.txt", "dict.source.txt")
 # RoBERTa's hub writes the mask as <mask>; BERT users write [MASK]: both are accepted
-MASK_SPELLINGS = ("<mask>", MASK_SYMBOL)
+MASK_SPELLINGS = (FAIRSEQ_MASK_SYMBOL, MASK_SYMBOL)
 
 
 def find_checkpoint(model_name_or_path, checkpoint_file=None):

@@ -14,14 +14,14 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from fairseq.utils import safe_getattr
 
+from ..arch import ARCH_SIZES, DEFAULTS, SIZE_FIELDS
 from ..modules.attention_rule import CONTEXT
 from ..modules.transformer import TransformerShape, UniLMv2Transformer
-from ..tasks.pseudo_masked_lm import MASK_SYMBOL, PSEUDO_SYMBOL
+from ..process_group_guard import require_process_group
+from ..symbols import FAIRSEQ_MASK_SYMBOL, MASK_SYMBOL, PSEUDO_SYMBOL
 from .heads import SentenceClassificationHead, SpanPredictionHead
 from .seq2seq_views import UniLMv2Decoder, UniLMv2Encoder
 
-# fairseq's sentence_prediction (and masked_lm) task adds this one symbol to dict.txt
-FAIRSEQ_MASK_SYMBOL = "<mask>"
 HEAD_KINDS = ("classification_heads", "span_heads")
 
 logger = logging.getLogger(__name__)
@@ -29,17 +29,20 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class UniLMv2Config(FairseqDataclass):
-    encoder_layers: int = field(default=12, metadata={"help": "number of layers"})
-    encoder_embed_dim: int = field(default=768, metadata={"help": "hidden size"})
-    encoder_ffn_embed_dim: int = field(default=3072, metadata={"help": "FFN inner size"})
-    encoder_attention_heads: int = field(default=12, metadata={"help": "attention heads"})
-    dropout: float = field(default=0.1, metadata={"help": "dropout probability"})
-    attention_dropout: float = field(default=0.1, metadata={"help": "attention dropout"})
-    max_positions: int = field(default=512, metadata={"help": "learned absolute positions"})
-    type_vocab_size: int = field(default=2, metadata={"help": "number of segment ids"})
-    layernorm_eps: float = field(default=1e-12, metadata={"help": "LayerNorm epsilon (BERT's)"})
-    rel_pos_buckets: int = field(default=32, metadata={"help": "relative position buckets"})
-    max_rel_distance: int = field(default=128, metadata={"help": "relative position max distance"})
+    # defaults: fairseq_pmlm/arch.py (the archs set the four sizes)
+    encoder_layers: int = field(default=DEFAULTS["encoder_layers"], metadata={"help": "number of layers"})
+    encoder_embed_dim: int = field(default=DEFAULTS["encoder_embed_dim"], metadata={"help": "hidden size"})
+    encoder_ffn_embed_dim: int = field(default=DEFAULTS["encoder_ffn_embed_dim"], metadata={"help": "FFN inner size"})
+    encoder_attention_heads: int = field(default=DEFAULTS["encoder_attention_heads"],
+                                         metadata={"help": "attention heads"})
+    dropout: float = field(default=DEFAULTS["dropout"], metadata={"help": "dropout probability"})
+    attention_dropout: float = field(default=DEFAULTS["attention_dropout"], metadata={"help": "attention dropout"})
+    max_positions: int = field(default=DEFAULTS["max_positions"], metadata={"help": "learned absolute positions"})
+    type_vocab_size: int = field(default=DEFAULTS["type_vocab_size"], metadata={"help": "number of segment ids"})
+    layernorm_eps: float = field(default=DEFAULTS["layernorm_eps"], metadata={"help": "LayerNorm epsilon (BERT's)"})
+    rel_pos_buckets: int = field(default=DEFAULTS["rel_pos_buckets"], metadata={"help": "relative position buckets"})
+    max_rel_distance: int = field(default=DEFAULTS["max_rel_distance"],
+                                  metadata={"help": "relative position max distance"})
     no_rel_pos: bool = field(
         default=False, metadata={"help": "disable the relative position bias ('-- rel pos' ablation)"}
     )
@@ -129,10 +132,8 @@ class UniLMv2Model(BaseFairseqModel):
 
     @classmethod
     def build_model(cls, cfg, task):
-        # the torchrun trap: refuse to train alone (imported here, not at the top: runpy warns
-        # when `python -m fairseq_pmlm.distributed_train` finds its module already imported)
-        from ..distributed_train import require_process_group
-
+        # every training entry point (fairseq's and ours) builds the model after the process
+        # group would have been formed: the one place to refuse a torchrun rank that trains alone
         require_process_group()
         need = safe_getattr(task.cfg, "tokens_per_sample", None)
         if need is not None and need > cfg.max_positions:
@@ -196,7 +197,6 @@ class UniLMv2Model(BaseFairseqModel):
     def max_decoder_positions(self):
         return self.cfg.max_positions
 
-
     def upgrade_state_dict_named(self, state_dict, name):
         """Task heads, as RoBERTa handles them: a head the checkpoint lacks (a pre-trained
         checkpoint has none) starts from this model's fresh weights; a checkpoint head of
@@ -251,19 +251,14 @@ class UniLMv2Model(BaseFairseqModel):
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
 
-def _arch(name, layers, dim, ffn, heads):
+def _register_arch(name, sizes):
     @register_model_architecture("unilmv2", name)
     def arch(args):
-        args.encoder_layers = safe_getattr(args, "encoder_layers", layers)
-        args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", dim)
-        args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", ffn)
-        args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", heads)
+        for field_name, size in zip(SIZE_FIELDS, sizes, strict=True):
+            setattr(args, field_name, safe_getattr(args, field_name, size))
 
     return arch
 
 
-# the paper's sizes, plus small ones for the demo and the tests
-unilmv2_base = _arch("unilmv2_base", 12, 768, 3072, 12)
-unilmv2_large = _arch("unilmv2_large", 24, 1024, 4096, 16)
-unilmv2_small = _arch("unilmv2_small", 4, 256, 1024, 4)
-unilmv2_tiny = _arch("unilmv2_tiny", 2, 64, 128, 4)
+for _name, _sizes in ARCH_SIZES.items():  # unilmv2_base, _large, _small, _tiny (fairseq_pmlm/arch.py)
+    _register_arch(_name, _sizes)

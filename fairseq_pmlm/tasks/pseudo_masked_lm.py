@@ -11,11 +11,11 @@ from omegaconf import II, MISSING
 
 from ..data.blockwise_masking import MaskingConfig
 from ..data.pmlm_dataset import PseudoMaskedLMDataset
+from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 from .autocast import AutocastConfig, BF16AutocastMixin
 
 logger = logging.getLogger(__name__)
 
-MASK_SYMBOL, PSEUDO_SYMBOL = "[MASK]", "[P]"
 OBJECTIVES = ["ae+par", "ae", "par", "ar", "ae+ar"]
 
 
@@ -49,7 +49,9 @@ class PseudoMaskedLMConfig(AutocastConfig):
         metadata={"help": "pre-training objective (paper Table 6 ablations): ae+par (PMLM), "
                           "ae, par, ar (blocks of length 1), ae+ar"},
     )
-    mask_prob: float = field(default=0.15, metadata={"help": "fraction of tokens to mask"})
+    mask_prob: float = field(
+        default=0.15, metadata={"help": "fraction of the context's non-special tokens to mask (docs/DESIGN.md §3)"}
+    )
     block_mask_prob: float = field(
         default=0.4, metadata={"help": "probability that a masked block is an n-gram (else 1 token)"}
     )

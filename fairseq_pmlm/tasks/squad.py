@@ -18,12 +18,12 @@ from omegaconf import MISSING
 from ..data.squad_dataset import SquadDataset
 from ..data.squad_features import encode_example, make_features
 from ..data.squad_json import read_squad_json
+from ..symbols import SPAN_HEAD
 from ..weights.tokenizer_files import piece_encoder
-from .pseudo_masked_lm import load_pmlm_dictionary
 from .autocast import AutocastConfig, BF16AutocastMixin
+from .pseudo_masked_lm import load_pmlm_dictionary
 
 logger = logging.getLogger(__name__)
-SPAN_HEAD = "squad"
 
 
 @dataclass

@@ -14,27 +14,16 @@ from contextlib import contextmanager
 
 import torch
 
+from ..arch import ARCH_SIZES, OPTION_DEFAULTS, SIZE_FIELDS
 from .layouts import ConversionError
 
 USER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-# the archs registered in models/unilmv2.py: (layers, dim, ffn, heads)
-ARCH_SIZES = {
-    "unilmv2_base": (12, 768, 3072, 12),
-    "unilmv2_large": (24, 1024, 4096, 16),
-    "unilmv2_small": (4, 256, 1024, 4),
-    "unilmv2_tiny": (2, 64, 128, 4),
-}
-SIZE_FLAGS = ("encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads")
-# model options beyond the arch sizes, with the defaults of UniLMv2Config
-OTHER_FLAGS = {"max_positions": 512, "type_vocab_size": 2, "layernorm_eps": 1e-12, "dropout": 0.1,
-               "attention_dropout": 0.1, "rel_pos_buckets": 32, "max_rel_distance": 128}
 
 
 def pick_arch(shape, requested=None):
     """The registered arch whose sizes match (``unilmv2`` with explicit sizes if none
     does). ``requested``: the user's ``--arch``, which must match the config."""
-    sizes = tuple(getattr(shape, f) for f in SIZE_FLAGS)
+    sizes = tuple(getattr(shape, f) for f in SIZE_FIELDS)
     if requested is not None:
         if requested in ARCH_SIZES and ARCH_SIZES[requested] != sizes:
             raise ConversionError(
@@ -51,8 +40,8 @@ def model_flags(shape, arch):
     """The fairseq-train model flags that rebuild exactly this model (besides ``--arch``)."""
     flags = []
     if arch == "unilmv2":
-        flags += [f"--{f.replace('_', '-')}={getattr(shape, f)}" for f in SIZE_FLAGS]
-    for f, default in OTHER_FLAGS.items():
+        flags += [f"--{f.replace('_', '-')}={getattr(shape, f)}" for f in SIZE_FIELDS]
+    for f, default in OPTION_DEFAULTS.items():
         v = getattr(shape, f)
         if f in ("rel_pos_buckets", "max_rel_distance") and shape.rel_pos_buckets == 0:
             continue
@@ -76,7 +65,7 @@ def flags_of_checkpoint(path):
     model = ((state.get("cfg") or {}).get("model") or {}) if isinstance(state, dict) else {}
     if not str(model.get("_name", "")).startswith("unilmv2"):
         raise ConversionError(f"{path} is not a unilmv2 checkpoint (its model is {model.get('_name')!r})")
-    shape = SimpleNamespace(**{k: model[k] for k in (*SIZE_FLAGS, *OTHER_FLAGS)})
+    shape = SimpleNamespace(**{k: model[k] for k in (*SIZE_FIELDS, *OPTION_DEFAULTS)})
     if model.get("no_rel_pos"):
         shape.rel_pos_buckets = 0
     arch = pick_arch(shape)

@@ -31,6 +31,7 @@ from dataclasses import asdict, fields, replace
 
 import torch
 
+from ..arch import DEFAULTS
 from . import checkpoint, layouts, released, tokenizer_files, vocab
 from .layouts import ConversionError
 
@@ -265,12 +266,9 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
     model = UniLMv2Model(model_cfg, dictionary)
     model.load_state_dict(state["model"], strict=True)
     tensors = {k: v for k, v in model.transformer.state_dict().items() if k != "lm_head.weight"}
-    shape = layouts.Shape(
-        vocab_size=len(dictionary), **{f: getattr(model_cfg, f) for f in checkpoint.SIZE_FLAGS},
-        **{f: getattr(model_cfg, f) for f in ("max_positions", "type_vocab_size", "layernorm_eps", "dropout",
-                                              "attention_dropout", "max_rel_distance")},
-        rel_pos_buckets=0 if model_cfg.no_rel_pos else model_cfg.rel_pos_buckets,
-    )
+    shape = layouts.Shape(vocab_size=len(dictionary), **{f: getattr(model_cfg, f) for f in DEFAULTS})
+    if model_cfg.no_rel_pos:
+        shape = replace(shape, rel_pos_buckets=0)
     original = vocab.read_vocab(original_vocab) if original_vocab else None
     names, order = vocab.symbols_to_vocab(dictionary.symbols, original)
     order_t = torch.tensor(order)

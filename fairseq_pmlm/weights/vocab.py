@@ -20,9 +20,7 @@ tokenizer as a separate piece; its row is kept under the placeholder ``[unreacha
 from dataclasses import dataclass
 from typing import List
 
-# the tasks' symbols (tasks/pseudo_masked_lm.py), repeated so that the data recipe's encoder
-# runs without importing fairseq (5-10 s a call); a test checks that the two agree
-MASK_SYMBOL, PSEUDO_SYMBOL = "[MASK]", "[P]"
+from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 
 # BERT special token -> the fairseq symbol that plays its part (SOS, pad, EOS, unk)
 BERT_TO_FAIRSEQ = {"[CLS]": "<s>", "[PAD]": "<pad>", "[SEP]": "</s>", "[UNK]": "<unk>"}

@@ -1,0 +1,74 @@
+"""How the code is laid out, where a reader relies on it (docs/DESIGN.md §9): each shared rule
+has one home, models and criteria do not reach into tasks, and what the recipes read without
+fairseq really imports without it."""
+import ast
+import dataclasses
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+from fairseq_pmlm.arch import ARCH_SIZES, DEFAULTS, OPTION_DEFAULTS, SIZE_FIELDS
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = os.path.join(REPO, "fairseq_pmlm")
+
+
+def plugin_imports(path):
+    """The fairseq_pmlm modules a file imports, as dotted names relative to the package."""
+    here = os.path.relpath(os.path.dirname(path), PACKAGE).replace(os.sep, ".").strip(".")
+    out = set()
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here.split(".") if here else []
+                base = base[: len(base) - node.level + 1]
+                out.add(".".join(base + ([node.module] if node.module else [])))
+            elif node.module and node.module.startswith("fairseq_pmlm"):
+                out.add(node.module[len("fairseq_pmlm."):])
+        elif isinstance(node, ast.Import):
+            out.update(a.name[len("fairseq_pmlm."):] for a in node.names if a.name.startswith("fairseq_pmlm."))
+    return out
+
+
+def test_models_and_criteria_import_nothing_from_tasks_or_the_launcher():
+    for sub in ("models", "criterions"):
+        for name in os.listdir(os.path.join(PACKAGE, sub)):
+            if name.endswith(".py"):
+                imported = plugin_imports(os.path.join(PACKAGE, sub, name))
+                assert not {m for m in imported if m.startswith("tasks") or m == "distributed_train"}, (sub, name)
+
+
+def test_symbols_arch_table_and_weight_helpers_import_without_fairseq():
+    """The recipes' helper (scripts/recipe_info.py) reads them in a fraction of a second."""
+    code = ("import runpy, sys; runpy.run_path(sys.argv[1]); "
+            "import fairseq_pmlm.symbols, fairseq_pmlm.arch, fairseq_pmlm.weights.checkpoint, "
+            "fairseq_pmlm.weights.vocab, fairseq_pmlm.weights.tokenizer_files; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'fairseq', 'fairseq_cli', 'hydra'}))")
+    proc = subprocess.run([sys.executable, "-c", code, os.path.join(REPO, "scripts", "recipe_info.py")],
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]"
+
+
+def test_registered_archs_and_every_model_default_come_from_the_arch_table():
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY
+
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Config
+    from fairseq_pmlm.modules.transformer import TransformerShape
+    from fairseq_pmlm.weights.checkpoint import model_flags, pick_arch
+
+    # fairseq registers the model's own name as an arch too (sizes from the config's defaults)
+    assert {a for a, m in ARCH_MODEL_NAME_REGISTRY.items() if m == "unilmv2"} == {"unilmv2", *ARCH_SIZES}
+    for arch, sizes in ARCH_SIZES.items():
+        args = SimpleNamespace()
+        ARCH_CONFIG_REGISTRY[arch](args)
+        assert tuple(getattr(args, f) for f in SIZE_FIELDS) == sizes
+    config = {f.name: f.default for f in dataclasses.fields(UniLMv2Config)}
+    assert {k: config[k] for k in DEFAULTS} == DEFAULTS
+    shape = TransformerShape(vocab_size=10)
+    assert (shape.layers, shape.dim, shape.ffn_dim, shape.heads) == ARCH_SIZES["unilmv2_base"]
+    assert (shape.max_positions, shape.rel_pos_buckets, shape.dropout) == tuple(
+        OPTION_DEFAULTS[k] for k in ("max_positions", "rel_pos_buckets", "dropout"))
+    # a converted model of default options needs no option flag to be rebuilt
+    default = SimpleNamespace(**DEFAULTS)
+    assert pick_arch(default) == "unilmv2_base" and model_flags(default, "unilmv2_base") == []
