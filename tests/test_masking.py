@@ -13,9 +13,10 @@ import pytest
 import torch
 
 from helpers import FakeLines, N_WORDS, make_dataset, make_dictionary, special_ids, words
+from fairseq_pmlm.data.blockwise_masking import MaskingConfig, sample_blocks
 from fairseq_pmlm.data.pmlm_dataset import pack_documents
 from fairseq_pmlm.modules.attention_rule import CONTEXT, ORIGINAL, PSEUDO
-from fairseq_pmlm.tasks.pseudo_masked_lm import MASK_SYMBOL, PSEUDO_SYMBOL
+from fairseq_pmlm.symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 
 N_EXAMPLES = 180
 
@@ -88,6 +89,28 @@ def test_masked_ratio_is_15_percent_of_the_maskable_context_tokens(corpus, d):
         assert goal <= m < goal + 6
         masked, maskable = masked + m, maskable + n_ctx - 3
     assert abs(masked / maskable - 0.15) < 0.01
+
+
+def test_masking_stops_at_15_percent_of_the_maskable_tokens_not_of_the_whole_sequence():
+    """The stop rule we chose (docs/DESIGN.md §3): 23 tokens, 3 of them special, give a goal of
+    0.15 x 20 = 3 masked tokens; the paper's 0.15 x |x| would be 3.45, so a run that reaches
+    exactly 3 would go on under the paper's rule and stops under ours."""
+    maskable = np.ones(23, dtype=bool)
+    maskable[[0, 11, 22]] = False
+    exactly_three = 0
+    for seed in range(300):
+        blocks = sample_blocks(np.random.default_rng(seed), maskable, MaskingConfig())
+        lengths = [length for _, length in blocks]
+        assert sum(lengths[:-1]) < 3 <= sum(lengths)  # stops at the first block that reaches the goal
+        exactly_three += sum(lengths) == 3
+    assert exactly_three > 30
+
+
+def test_random_tokens_are_drawn_from_every_ordinary_row_and_no_special_one(d):
+    from fairseq_pmlm.symbols import random_token_candidates
+
+    assert random_token_candidates(d).tolist() == words(d).tolist()
+    assert not set(random_token_candidates(d).tolist()) & special_ids(d)
 
 
 def test_every_block_has_1_to_6_contiguous_positions(corpus):

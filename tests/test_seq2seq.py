@@ -174,7 +174,9 @@ def test_tokens_that_are_never_text_are_never_emitted(tmp_path, rng):
     with torch.no_grad():
         stock = SequenceGenerator([model], d, beam_size=4, max_len_b=8).forward(sample)
         ours = task.build_generator([model], GenerationConfig(beam=4, max_len_a=0, max_len_b=8)).forward(sample)
-    emitted = lambda out: {t for beams in out for h in beams for t in h["tokens"].tolist()}  # noqa: E731
+    def emitted(out):
+        return {t for beams in out for h in beams for t in h["tokens"].tolist()}
+
     assert emitted(stock) & set(never)  # the stock generator does emit them
     assert not emitted(ours) & set(never)
 
@@ -212,6 +214,61 @@ def seq2seq_task(tmp_path, **cfg):
     d = make_dictionary()
     d.save(str(tmp_path / "dict.txt"))
     return PMLMSeq2SeqTask.setup_task(PMLMSeq2SeqConfig(data=str(tmp_path), seed=1, **cfg))
+
+
+def test_training_and_inference_lay_the_source_out_alike(tmp_path):
+    """``[SOS] SRC [EOS]``, truncated to --max-source-positions, has one builder: binarized lines
+    (training) and fairseq-interactive's encoded lines (inference) come out the same."""
+    from fairseq.data import ListDataset
+
+    task = seq2seq_task(tmp_path, max_source_positions=6)
+    d = task.dictionary
+    lines = [torch.tensor(t + [d.eos()]) for t in ([5, 6, 7], [5, 6, 7, 8, 9, 10, 11], [])]
+    train = task.source_view(ListDataset(lines, np.array([len(t) for t in lines])))
+    infer = task.build_dataset_for_inference(lines, [len(t) for t in lines])
+    want = [[d.bos(), 5, 6, 7, d.eos()], [d.bos(), 5, 6, 7, 8, d.eos()], [d.bos(), d.eos()]]
+    assert [train[i].tolist() for i in range(3)] == [infer[i]["source"].tolist() for i in range(3)] == want
+
+
+def test_word_drop_corrupts_target_inputs_80_10_10_never_the_start_symbol_and_alike_per_batch():
+    """s2s-ft's word drop is pre-training's corruption (data/blockwise_masking.py, corrupt): about
+    --target-mask-prob of the target inputs are hit, 80% become [MASK], 10% a random ordinary
+    token, 10% stay; the start symbol, padding and the targets are untouched; the same batch
+    (seed, epoch, ids) is dropped alike."""
+    from fairseq.data import ListDataset
+
+    from fairseq_pmlm.symbols import MASK_SYMBOL
+    from fairseq_pmlm.tasks.pmlm_seq2seq import WordDropPairDataset
+
+    d, rng, n = make_dictionary(), np.random.default_rng(0), 64
+    src = [torch.tensor([d.bos(), 5, 6, d.eos()])] * n
+    tgt = [torch.tensor(rng.integers(d.nspecial, d.nspecial + 100, int(rng.integers(20, 40))).tolist() + [d.eos()])
+           for _ in range(n)]
+    sizes = np.array([len(t) for t in tgt])
+
+    def dataset(drop_prob):
+        return WordDropPairDataset(ListDataset(src, np.full(n, 4)), np.full(n, 4), d, ListDataset(tgt, sizes), sizes,
+                                   d, left_pad_source=False, left_pad_target=False, drop_prob=drop_prob,
+                                   mask_idx=d.index(MASK_SYMBOL), seed=1)
+
+    dropping, clean = dataset(0.5), dataset(0.0)
+    samples = [dropping[i] for i in range(n)]
+    batch, plain = dropping.collater(samples), clean.collater(samples)
+    got, was = batch["net_input"]["prev_output_tokens"], plain["net_input"]["prev_output_tokens"]
+    assert torch.equal(batch["target"], plain["target"]) and torch.equal(got[:, 0], was[:, 0])
+    assert torch.equal(got[was == d.pad()], was[was == d.pad()])
+    real = was.ne(d.pad())
+    real[:, 0] = False
+    changed = got != was
+    n_real, n_mask = int(real.sum()), int((got[real] == d.index(MASK_SYMBOL)).sum())
+    randoms = got[changed & (got != d.index(MASK_SYMBOL))]
+    hit = n_mask / 0.8  # [MASK] is 80% of the hits
+    assert abs(hit / n_real - 0.5) < 0.05
+    assert abs(len(randoms) / hit - 0.1) < 0.04  # (a random draw equal to the original counts as kept)
+    assert set(randoms.tolist()) <= set(range(d.nspecial, d.nspecial + 100))
+    assert torch.equal(dropping.collater(samples)["net_input"]["prev_output_tokens"], got)
+    dropping.set_epoch(2)
+    assert not torch.equal(dropping.collater(samples)["net_input"]["prev_output_tokens"], got)
 
 
 def test_source_plus_target_over_the_positions_is_a_clear_error(tmp_path):

@@ -1,4 +1,5 @@
-"""Blockwise masking (paper Algorithm 1) and the PMLM example layout (docs/DESIGN.md §3).
+"""Blockwise masking (paper Algorithm 1), the 80/10/10 corruption and the PMLM example layout
+(docs/DESIGN.md §3). The corruption is also the seq2seq task's target word drop (§4).
 
 Pure functions of a numpy Generator, so an example is a function of (seed, epoch, index).
 """
@@ -11,7 +12,7 @@ from ..modules.attention_rule import CONTEXT, ORIGINAL, PSEUDO
 
 @dataclass
 class MaskingConfig:
-    mask_prob: float = 0.15  # stop once this fraction of the maskable tokens is masked
+    mask_prob: float = 0.15  # stop once this fraction of the maskable tokens is masked (sample_blocks)
     block_prob: float = 0.4  # probability that a sampled block is an n-gram
     min_block: int = 2
     max_block: int = 6
@@ -25,6 +26,11 @@ def sample_blocks(rng, maskable, cfg: MaskingConfig):
     Returns the factorization order as a list of (start, length), in the order appended.
     A block running past the end, over a special token, or over an already masked
     position is rejected and resampled.
+
+    Stop rule: once ``mask_prob`` of the *maskable* tokens are masked. The paper writes
+    ``sum |M| >= 0.15 |x|``, x the whole input; we leave out the three special tokens, which can
+    never be masked, so that short contexts (where they are a large share) get the stated ratio
+    too. On a 512-token context the two goals differ by 0.45 tokens (docs/DESIGN.md §3).
     """
     n = len(maskable)
     goal = cfg.mask_prob * int(maskable.sum())
@@ -45,7 +51,10 @@ def sample_blocks(rng, maskable, cfg: MaskingConfig):
 
 
 def corrupt(rng, tokens, positions, cfg: MaskingConfig, mask_idx, random_candidates):
-    """80/10/10: [MASK], a random normal token, or the original, at each masked position."""
+    """80/10/10: a copy of ``tokens`` (1-d) with, at each of ``positions``, ``[MASK]``, a random
+    token of ``random_candidates`` (``symbols.random_token_candidates``) or the original, split
+    by ``cfg.random_token_prob`` and ``cfg.leave_unmasked_prob``. Pre-training corrupts the
+    masked context with it, fine-tuning the dropped target inputs (``tasks/pmlm_seq2seq.py``)."""
     out = tokens.copy()
     u = rng.random(len(positions))
     to_mask = u < 1.0 - cfg.random_token_prob - cfg.leave_unmasked_prob

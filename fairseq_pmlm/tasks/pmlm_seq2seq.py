@@ -16,19 +16,23 @@ import numpy as np
 import torch
 from fairseq import utils
 from fairseq.data import (
-    AppendTokenDataset, LanguagePairDataset, PrependTokenDataset, StripTokenDataset,
+    AppendTokenDataset, LanguagePairDataset, ListDataset, PrependTokenDataset, StripTokenDataset,
     TruncateDataset, data_utils,
 )
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
 
+from ..data.blockwise_masking import MaskingConfig, corrupt
 from ..data.complete_batches import CompleteBatchesMixin
 from ..sequence_generator import LENPEN_FORMULAS, PMLMSequenceGenerator
-from .pseudo_masked_lm import MASK_SYMBOL, PSEUDO_SYMBOL, load_pmlm_dictionary
+from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL, random_token_candidates
 from .autocast import AutocastConfig, BF16AutocastMixin
+from .pseudo_masked_lm import load_pmlm_dictionary
 
 logger = logging.getLogger(__name__)
+# s2s-ft's word drop replaces a chosen target input as pre-training corrupts a masked token
+WORD_DROP = MaskingConfig()  # 80% [MASK], 10% a random token, 10% kept
 
 
 @dataclass
@@ -64,11 +68,7 @@ class WordDropPairDataset(CompleteBatchesMixin, LanguagePairDataset):
         self.empty = np.zeros(len(self), dtype=bool) if empty is None else empty
         self.drop_prob, self.mask_idx, self.seed, self.split = drop_prob, mask_idx, seed, split
         self.epoch = 1
-        d = self.tgt_dict
-        special = {d.bos(), d.eos(), d.pad(), d.unk(), mask_idx}
-        self.random_candidates = torch.tensor(
-            [i for i in range(d.nspecial, len(d)) if i not in special and d[i] != "[P]"]
-        )
+        self.random_candidates = random_token_candidates(self.tgt_dict)
 
     def set_epoch(self, epoch):
         super().set_epoch(epoch)
@@ -77,19 +77,14 @@ class WordDropPairDataset(CompleteBatchesMixin, LanguagePairDataset):
     def collater(self, samples, pad_to_length=None):
         batch = super().collater(samples, pad_to_length)
         if self.drop_prob > 0 and batch and "prev_output_tokens" in batch["net_input"]:
-            prev = batch["net_input"]["prev_output_tokens"]
+            prev = batch["net_input"]["prev_output_tokens"].numpy()
+            # a function of (seed, epoch, the batch's first ids): a resumed run drops the same words
             rng = np.random.default_rng([self.seed, self.epoch, *batch["id"].tolist()[:4]])
-            u = torch.from_numpy(rng.random(prev.shape))
-            real = prev.ne(self.tgt_dict.pad())
+            real = prev != self.tgt_dict.pad()
             real[:, 0] = False  # the start symbol is not fed to the model
-            hit = real & (u < self.drop_prob)
-            how = torch.from_numpy(rng.random(prev.shape))
-            prev = prev.clone()
-            prev[hit & (how < 0.8)] = self.mask_idx
-            rand = hit & (how >= 0.8) & (how < 0.9)
-            pick = torch.from_numpy(rng.integers(len(self.random_candidates), size=int(rand.sum())))
-            prev[rand] = self.random_candidates[pick]
-            batch["net_input"]["prev_output_tokens"] = prev
+            hit = np.flatnonzero(real & (rng.random(prev.shape) < self.drop_prob))
+            dropped = corrupt(rng, prev.ravel(), hit, WORD_DROP, self.mask_idx, self.random_candidates)
+            batch["net_input"]["prev_output_tokens"] = torch.from_numpy(dropped.reshape(prev.shape))
         return batch
 
     def filter_indices_by_size(self, indices, max_sizes):
@@ -127,7 +122,9 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, FairseqTask):
         return ds
 
     def source_view(self, src):
-        """[SOS] SRC [EOS], truncated to --max-source-positions."""
+        """``[SOS] SRC [EOS]`` of a dataset of token lines (binarized, or encoded by
+        fairseq-interactive and the hub: with or without their [EOS]), truncated to
+        --max-source-positions: the one layout of the source, in training and in inference."""
         eos = self.dictionary.eos()
         src = TruncateDataset(StripTokenDataset(src, eos), self.cfg.max_source_positions - 2)
         return PrependTokenDataset(AppendTokenDataset(src, eos), self.dictionary.bos())
@@ -151,17 +148,11 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, FairseqTask):
         )
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
-        """fairseq-interactive: lines encoded with EOS; add [SOS] and truncate like training."""
-        src = [self.source_view_tensor(t) for t in src_tokens]
+        """fairseq-interactive and the hub: encoded lines, laid out as in training."""
+        src = self.source_view(ListDataset(src_tokens, np.asarray(src_lengths)))
         return LanguagePairDataset(
-            src, [len(t) for t in src], self.dictionary, tgt_dict=self.dictionary,
-            left_pad_source=False, constraints=constraints,
+            src, src.sizes, self.dictionary, tgt_dict=self.dictionary, left_pad_source=False, constraints=constraints,
         )
-
-    def source_view_tensor(self, tokens):
-        eos, bos = self.dictionary.eos(), self.dictionary.bos()
-        body = tokens[tokens.ne(eos)][: self.cfg.max_source_positions - 2]
-        return torch.cat([body.new_tensor([bos]), body, body.new_tensor([eos])])
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
