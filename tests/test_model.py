@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers import collate, example, hidden, random_context, tiny_transformer
-from fairseq_pmlm.modules.attention_rule import PAD, attention_allowed
+from fairseq_pmlm.modules.attention_rule import PAD, TokenDescription, attention_allowed
 from fairseq_pmlm.modules.relative_position import relative_position_bucket
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -121,7 +121,7 @@ def test_model_bias_is_the_shared_table_at_the_bucket_of_key_position_minus_quer
     tables = [p for n, p in model.named_parameters() if "rel_pos" in n]
     assert len(tables) == 1 and tables[0].shape == (4, 32)  # one table for all layers, [heads, buckets]
     ni = random_batches(dictionary, 6, n_batches=1, size=3)[0]["net_input"]
-    desc = (ni["kinds"], ni["steps"], ni["positions"])
+    desc = TokenDescription(ni["kinds"], ni["steps"], ni["positions"])
     bias = model.attention_bias(desc, desc, torch.float32)
     pos = ni["positions"]
     allowed = attention_allowed(ni["kinds"], ni["steps"], ni["kinds"], ni["steps"])
@@ -219,3 +219,31 @@ def test_model_with_masked_tokens_projects_only_those_positions_and_equals_the_f
     assert some.shape == (int(mask.sum()), len(dictionary))
     assert torch.allclose(some, full[mask], atol=1e-6)
     assert torch.allclose(full, model.transformer.lm_head(feats), atol=1e-6)
+
+
+def test_attention_plan_splits_only_full_pre_training_batches_and_is_one_block_with_cached_keys(dictionary):
+    """Two blocks (context over context keys, the rest over all keys) only when ``prefix_len``
+    leaves an appended part and queries and keys are the same tokens; cached keys (decoding:
+    more keys than queries) always get one block, which SelfAttention's cache path reads."""
+    model = tiny_transformer(len(dictionary))
+    ni = random_batches(dictionary, 7, n_batches=1, size=3)[0]["net_input"]
+    desc, p = TokenDescription(ni["kinds"], ni["steps"], ni["positions"]), ni["prefix_len"]
+    T = desc.kinds.size(1)
+    assert [b[:3] for b in model.attention_plan(desc, desc, torch.float32, p)] == [(0, p, p), (p, T, T)]
+    assert [b[:3] for b in model.attention_plan(desc, desc, torch.float32)] == [(0, T, T)]
+    assert [b[:3] for b in model.attention_plan(desc.columns(0, p), desc.columns(0, p), torch.float32, p)] == [(0, p, p)]
+    last = desc.columns(T - 2)
+    assert [b[:3] for b in model.attention_plan(last, desc, torch.float32, p)] == [(0, 2, T)]
+
+
+def test_a_prefix_len_that_does_not_describe_the_batch_is_refused_with_its_value(dictionary):
+    model = tiny_transformer(len(dictionary))
+    ni = random_batches(dictionary, 8, n_batches=1, size=3)[0]["net_input"]
+    p, T = ni["prefix_len"], ni["kinds"].size(1)
+    assert p < T  # the batch has an appended part
+    for bad in (p - 1, p + 1):  # context after it / appended tokens before it
+        with pytest.raises(ValueError, match=rf"prefix_len {bad} does not describe the batch"):
+            hidden(model, ni, bad)
+    for bad in (0, T + 1, torch.tensor(p)):
+        with pytest.raises(ValueError, match=rf"prefix_len must be an int in \[1, {T}\]"):
+            hidden(model, ni, bad)

@@ -18,7 +18,7 @@ attention permissions come from ``modules/attention_rule.py`` like everywhere el
 import torch
 from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
 
-from ..modules.attention_rule import CONTEXT, ORIGINAL, PAD, PSEUDO
+from ..modules.attention_rule import CONTEXT, ORIGINAL, PAD, PSEUDO, TokenDescription
 
 TARGET_SEGMENT = 1
 
@@ -39,10 +39,10 @@ class UniLMv2Encoder(FairseqEncoder):
         positions = (real.long().cumsum(1) - 1).clamp(min=0)  # left or right padding
         zeros = torch.zeros_like(src_tokens)
         h, kvs = self.transformer(src_tokens, positions, zeros, kinds, zeros, return_kv=True)
-        return {
+        return {  # lists of [B, ...] tensors, as fairseq's generator reorders them
             "encoder_out": [h],
             "kv": [t for kv in kvs for t in kv],  # flat [k0, v0, k1, v1, ...]
-            "desc": [kinds, zeros, positions],
+            "desc": list(TokenDescription(kinds, zeros, positions)),
             "src_len": [real.sum(1)],
             "rows": [torch.arange(src_tokens.size(0), device=src_tokens.device)],  # source row of each row
         }
@@ -107,20 +107,21 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
         return [(kv[i], kv[i + 1]) for i in range(0, len(kv), 2)]
 
     def _source_past(self, encoder_out):
-        return [[kv] for kv in self._source_kv(encoder_out)], tuple(encoder_out["desc"])
+        return [[kv] for kv in self._source_kv(encoder_out)], TokenDescription(*encoder_out["desc"])
 
     def _step(self, prev, encoder_out, incremental_state):
         B, T = prev.shape
         k = T - 1  # predicting target k+1 (1-based): its [P] has step k+1
         src_kv = self._source_kv(encoder_out)
+        src_desc = TokenDescription(*encoder_out["desc"])
         cache = self.get_incremental_state(incremental_state, "cache")
         if cache is None:  # no target token yet
             empty = src_kv[0][0][:, :, :0]
             tgt_kv = [(empty, empty)] * len(src_kv)
-            tgt_desc = tuple(d[:, :0] for d in encoder_out["desc"])
+            tgt_desc = src_desc.columns(0, 0)
         else:
             tgt_kv = [(cache[f"k{i}"], cache[f"v{i}"]) for i in range(len(src_kv))]
-            tgt_desc = (cache["kinds"], cache["steps"], cache["positions"])
+            tgt_desc = TokenDescription(*(cache[name] for name in TokenDescription._fields))
         src_len = encoder_out["src_len"][0]
         p_tok = torch.full_like(prev[:, -1:], self.pseudo_idx)
         if k == 0:
@@ -128,20 +129,22 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
         else:
             tokens = torch.cat([prev[:, -1:], p_tok], 1)
             kinds, steps, offsets = [ORIGINAL, PSEUDO], [k, k + 1], [k - 1, k]
-        as_tensor = lambda v: torch.tensor(v, device=prev.device).expand(B, len(v))  # noqa: E731
-        positions = self._positions(src_len, as_tensor(offsets))
-        kinds, steps = as_tensor(kinds), as_tensor(steps)
-        past_desc = tuple(torch.cat([s, t], 1) for s, t in zip(encoder_out["desc"], tgt_desc))
+
+        def per_row(values):
+            return torch.tensor(values, device=prev.device).expand(B, len(values))
+
+        new_desc = TokenDescription(per_row(kinds), per_row(steps), self._positions(src_len, per_row(offsets)))
+        past_desc = TokenDescription(*(torch.cat([s, t], 1) for s, t in zip(src_desc, tgt_desc, strict=True)))
         h, kvs = self.transformer(
-            tokens, positions, torch.full_like(tokens, TARGET_SEGMENT), kinds, steps,
-            past=([[s, t] for s, t in zip(src_kv, tgt_kv)], past_desc), return_kv=True,
+            tokens, new_desc.positions, torch.full_like(tokens, TARGET_SEGMENT), new_desc.kinds, new_desc.steps,
+            past=([[s, t] for s, t in zip(src_kv, tgt_kv, strict=True)], past_desc), return_kv=True,
         )
-        # keep the committed target token's keys/values, drop the [P]'s
+        # keep the committed target token's keys/values and description, drop the [P]'s
         new = {}
-        for i, ((old_k, old_v), (cur_k, cur_v)) in enumerate(zip(tgt_kv, kvs)):
+        for i, ((old_k, old_v), (cur_k, cur_v)) in enumerate(zip(tgt_kv, kvs, strict=True)):
             new[f"k{i}"] = torch.cat([old_k, cur_k[:, :, :-1]], 2)
             new[f"v{i}"] = torch.cat([old_v, cur_v[:, :, :-1]], 2)
-        for name, old, cur in zip(("kinds", "steps", "positions"), tgt_desc, (kinds, steps, positions)):
+        for name, old, cur in zip(TokenDescription._fields, tgt_desc, new_desc, strict=True):
             new[name] = torch.cat([old, cur[:, :-1]], 1)
         self.set_incremental_state(incremental_state, "cache", new)
         return h[:, -1:]

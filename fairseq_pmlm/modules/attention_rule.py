@@ -10,9 +10,24 @@ The same rule serves pre-training (docs/DESIGN.md §3), sequence-to-sequence fin
 (§4: source = context, target token t = ORIGINAL of step t, its [P] = PSEUDO of step t)
 and incremental decoding (§5: the cached keys keep their kind/step). The table: §1.
 """
+from typing import NamedTuple
+
 import torch
 
 PAD, CONTEXT, PSEUDO, ORIGINAL = 0, 1, 2, 3
+
+
+class TokenDescription(NamedTuple):
+    """What the model knows of each token besides its id, as [B, T] integer tensors: the rule
+    reads ``kinds`` and ``steps``, the relative-position bias ``positions``."""
+
+    kinds: torch.Tensor
+    steps: torch.Tensor
+    positions: torch.Tensor
+
+    def columns(self, start, end=None):
+        """The description of columns [start, end)."""
+        return TokenDescription(*(t[:, start:end] for t in self))
 
 
 def attention_allowed(q_kind, q_step, k_kind, k_step):

@@ -7,12 +7,14 @@ every layer reuses.
 """
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention_rule import attention_allowed
+from ..arch import DEFAULTS
+from .attention_rule import CONTEXT, TokenDescription, attention_allowed
 from .relative_position import relative_position_bucket
 
 
@@ -21,20 +23,30 @@ BIAS_LIMIT = torch.finfo(torch.float16).max / 2
 
 
 @dataclass
-class TransformerShape:
+class TransformerShape:  # defaults: fairseq_pmlm/arch.py (UniLMv2Config's names on the right)
     vocab_size: int
-    layers: int = 12
-    dim: int = 768
-    ffn_dim: int = 3072
-    heads: int = 12
-    max_positions: int = 512
-    type_vocab_size: int = 2
-    dropout: float = 0.1
-    attention_dropout: float = 0.1
-    layernorm_eps: float = 1e-12
-    rel_pos_buckets: int = 32  # 0 disables the relative position bias
-    max_rel_distance: int = 128
+    layers: int = DEFAULTS["encoder_layers"]
+    dim: int = DEFAULTS["encoder_embed_dim"]
+    ffn_dim: int = DEFAULTS["encoder_ffn_embed_dim"]
+    heads: int = DEFAULTS["encoder_attention_heads"]
+    max_positions: int = DEFAULTS["max_positions"]
+    type_vocab_size: int = DEFAULTS["type_vocab_size"]
+    dropout: float = DEFAULTS["dropout"]
+    attention_dropout: float = DEFAULTS["attention_dropout"]
+    layernorm_eps: float = DEFAULTS["layernorm_eps"]
+    rel_pos_buckets: int = DEFAULTS["rel_pos_buckets"]  # 0 disables the relative position bias
+    max_rel_distance: int = DEFAULTS["max_rel_distance"]
     attention_impl: str = "sdpa"  # "sdpa" (fused kernels) or "reference" (explicit softmax)
+
+
+class PlanBlock(NamedTuple):
+    """Query rows [query_start, query_end) attend to the key prefix [0, key_end) with ``bias``:
+    an additive float bias [B, H|1, Tq, Tk] (-inf = forbidden) or a bool mask (True = allowed)."""
+
+    query_start: int
+    query_end: int
+    key_end: int
+    bias: torch.Tensor
 
 
 class SelfAttention(nn.Module):
@@ -55,26 +67,25 @@ class SelfAttention(nn.Module):
         return x.view(B, T, self.heads, self.head_dim).transpose(1, 2)  # B H T D
 
     def forward(self, x, plan, past_kv=None):
-        """``plan``: list of (query_start, query_end, key_end, bias): each block of query rows
-        attends to the key prefix [0, key_end) with its additive float bias [B, H|1, Tq, Tk]
-        (-inf = forbidden) or bool mask (True = allowed). ``past_kv``: list of cached (k, v)
-        segments that precede this call's keys (incremental decoding). Returns the output and
-        this call's own (k, v)."""
+        """``plan``: list of ``PlanBlock`` (see ``UniLMv2Transformer.attention_plan``).
+        ``past_kv``: list of cached (k, v) segments that precede this call's keys (incremental
+        decoding). Returns the output and this call's own (k, v)."""
         q, k, v = self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))
         new_kv = (k, v)
         p = self.dropout if self.training else 0.0
         if past_kv and len(past_kv) > 1:
             # decoding steps: a few queries over the source and target caches, read in place
-            # (concatenating them would copy every cached key each step)
-            (_, _, _, bias), = plan
-            y = reference_attention(q, [*past_kv, new_kv], bias, p, self.training)
+            # (concatenating them would copy every cached key each step); with cached keys the
+            # plan is one block over all of them (asserted in UniLMv2Transformer.forward)
+            (block,) = plan
+            y = reference_attention(q, [*past_kv, new_kv], block.bias, p, self.training)
         else:
             if past_kv:
                 k = torch.cat([past_kv[0][0], k], dim=2)
                 v = torch.cat([past_kv[0][1], v], dim=2)
             ys = []
-            for q0, q1, k1, bias in plan:
-                qb, kb, vb = q[:, :, q0:q1], k[:, :, :k1], v[:, :, :k1]
+            for start, end, key_end, bias in plan:
+                qb, kb, vb = q[:, :, start:end], k[:, :, :key_end], v[:, :, :key_end]
                 if self.impl == "sdpa":
                     ys.append(F.scaled_dot_product_attention(qb, kb, vb, attn_mask=bias, dropout_p=p))
                 else:
@@ -159,13 +170,13 @@ class UniLMv2Transformer(nn.Module):
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
 
-    def attention_bias(self, q_desc, k_desc, dtype):
+    def attention_bias(self, q: TokenDescription, k: TokenDescription, dtype):
         """One additive bias [B, H, Tq, Tk] (or a bool mask [B, 1, Tq, Tk] without relative
-        positions) shared by all layers. ``*_desc`` = (kinds, steps, positions)."""
-        allowed = attention_allowed(q_desc[0], q_desc[1], k_desc[0], k_desc[1]).unsqueeze(1)
+        positions) shared by all layers."""
+        allowed = attention_allowed(q.kinds, q.steps, k.kinds, k.steps).unsqueeze(1)
         if self.rel_pos_bias is None:
             return allowed
-        rel = k_desc[2].unsqueeze(-2) - q_desc[2].unsqueeze(-1)  # pos[key] - pos[query]
+        rel = k.positions.unsqueeze(-2) - q.positions.unsqueeze(-1)  # pos[key] - pos[query]
         bucket = relative_position_bucket(
             rel, self.shape.rel_pos_buckets, self.shape.max_rel_distance
         )
@@ -180,23 +191,24 @@ class UniLMv2Transformer(nn.Module):
         x = self.embed_tokens(tokens) + self.embed_positions(positions) + self.embed_segments(segments)
         return self.drop(self.embed_ln(x))
 
-    def attention_plan(self, q_desc, k_desc, dtype, prefix_len=None):
-        """Which query rows attend to which key prefix, with what bias.
+    def attention_plan(self, q: TokenDescription, k: TokenDescription, dtype, prefix_len=None):
+        """Which query rows attend to which key prefix, with what bias: a list of ``PlanBlock``.
 
-        With ``prefix_len`` (the padded context length, context first in every row), the
-        rule's block structure is used: context rows see only context keys, so they attend
-        over the first ``prefix_len`` keys alone; appended rows attend over all keys. This
-        skips the context-to-appended block (forbidden by the rule) instead of computing and
-        masking it: PMLM's "no redundant computation".
+        With ``prefix_len`` (the padded context length, context first in every row: checked by
+        ``check_prefix_len``), the rule's block structure is used: context rows see only
+        context keys, so they attend over the first ``prefix_len`` keys alone; appended rows
+        attend over all keys. This skips the context-to-appended block (forbidden by the rule)
+        instead of computing and masking it: PMLM's "no redundant computation".
+        Otherwise one block over all keys: every caller but pre-training, a batch with no
+        appended part, and always with cached keys (Tk > Tq), which decoding relies on.
         """
-        Tq, Tk = q_desc[0].size(1), k_desc[0].size(1)
-        if prefix_len is None or prefix_len >= Tq or Tq != Tk:
-            return [(0, Tq, Tk, self.attention_bias(q_desc, k_desc, dtype))]
-        ctx = tuple(d[:, :prefix_len] for d in q_desc)
-        app = tuple(d[:, prefix_len:] for d in q_desc)
+        Tq, Tk = q.kinds.size(1), k.kinds.size(1)
+        if prefix_len is None or prefix_len == Tq or Tq != Tk:
+            return [PlanBlock(0, Tq, Tk, self.attention_bias(q, k, dtype))]
+        ctx, app = q.columns(0, prefix_len), q.columns(prefix_len)
         return [
-            (0, prefix_len, prefix_len, self.attention_bias(ctx, ctx, dtype)),
-            (prefix_len, Tq, Tk, self.attention_bias(app, k_desc, dtype)),
+            PlanBlock(0, prefix_len, prefix_len, self.attention_bias(ctx, ctx, dtype)),
+            PlanBlock(prefix_len, Tq, Tk, self.attention_bias(app, k, dtype)),
         ]
 
     def forward(self, tokens, positions, segments, kinds, steps, prefix_len=None, past=None, return_kv=False):
@@ -204,18 +216,34 @@ class UniLMv2Transformer(nn.Module):
 
         ``prefix_len``: optional int, every row's context occupies columns [0, prefix_len)
         and nothing there may see the columns after it (see ``attention_plan``).
-        ``past`` = (per layer, a list of cached (k, v) segments; (kinds, steps, positions) of
+        ``past`` = (per layer, a list of cached (k, v) segments; the ``TokenDescription`` of
         all cached keys in that order): the tokens given here come after the cached ones
         (incremental decoding). With ``return_kv``, each layer's (k, v) of these tokens."""
         x = self.embed(tokens, positions, segments)
-        q_desc = (kinds, steps, positions)
-        k_desc = q_desc
+        q = TokenDescription(kinds, steps, positions)
+        k = q
         if past is not None:
-            k_desc = tuple(torch.cat([p, q], dim=1) for p, q in zip(past[1], q_desc))
-        plan = self.attention_plan(q_desc, k_desc, x.dtype, prefix_len)
+            k = TokenDescription(*(torch.cat([p, t], dim=1) for p, t in zip(past[1], q, strict=True)))
+        if prefix_len is not None:
+            check_prefix_len(prefix_len, kinds)
+        plan = self.attention_plan(q, k, x.dtype, prefix_len)
+        assert past is None or len(plan) == 1, "cached keys are read in place by a one-block plan (SelfAttention)"
         kvs = []
         for i, layer in enumerate(self.layers):
             x, kv = layer(x, plan, None if past is None else past[0][i])
             if return_kv:
                 kvs.append(kv)
         return (x, kvs) if return_kv else x
+
+
+def check_prefix_len(prefix_len, kinds):
+    """``prefix_len`` travels from the pre-training collater through the model; the plan that
+    skips the context-to-appended block is right only if it describes the batch: an int within
+    the sequence, context (or padding) only before it, no context after it. Checked once a
+    forward, before any layer."""
+    T = kinds.size(1)
+    if not isinstance(prefix_len, int) or not 0 < prefix_len <= T:
+        raise ValueError(f"prefix_len must be an int in [1, {T}] (the padded context length), got {prefix_len!r}")
+    if bool((kinds[:, :prefix_len] > CONTEXT).any() | (kinds[:, prefix_len:] == CONTEXT).any()):
+        raise ValueError(f"prefix_len {prefix_len} does not describe the batch: columns before it must be context "
+                         "or padding and none after it context (PseudoMaskedLMDataset.collater lays batches out so)")
