@@ -4,7 +4,13 @@ Load with ``--user-dir fairseq_pmlm`` or ``import fairseq_pmlm``; importing regi
 tasks ``pseudo_masked_lm``, ``pmlm_seq2seq`` and ``pmlm_squad``, the ``unilmv2*``
 architectures (with classification heads for fairseq's own ``sentence_prediction``), the
 ``pmlm``, ``pmlm_seq2seq`` and ``pmlm_squad`` criteria and the ``rouge`` scorer.
+
+Importing also changes two things process-wide (docs/DESIGN.md §8):
+- ``quiet``: Hydra's and torch's deprecation notices that fairseq triggers are not printed
+  (by message; every other warning and every error still is);
+- ``safe_exit``: an ``atexit`` hook lets fairseq's data-prefetch threads park before the
+  interpreter finalises, so a run that stops mid-epoch exits 0 instead of aborting (134).
 """
-from . import criterions, models, safe_exit, scoring, tasks  # noqa: F401  (registration side effects)
+from . import criterions, models, quiet, safe_exit, scoring, tasks  # noqa: F401  (registration, filters, exit hook)
 
 __version__ = "0.1.0"

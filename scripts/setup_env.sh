@@ -39,7 +39,7 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ] || [ "${have_torch%%+*}" != "${T
   echo "setup_env:   fairseq-pmlm (editable)"
   # newer setuptools print a multi-line notice about editable installs: keep it for failures only
   pipq --no-deps -e "$ROOT" > "$VENV/.pmlm-editable.log" || { cat "$VENV/.pmlm-editable.log" >&2; exit 1; }
-  # the import prints fairseq's tensorboardX notice: show its output only when the check fails
+  # show the import's output only when the check fails
   if ! out=$(python -c "import torch, fairseq; assert torch.__version__.startswith('${TORCH#torch==}'), \
       'torch ' + torch.__version__ + ' is installed, not ${TORCH#torch==}'" 2>&1); then
     echo "$out" | tail -3 >&2

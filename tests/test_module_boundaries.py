@@ -2,6 +2,7 @@
 has one home, models and criteria do not reach into tasks, and what the recipes read without
 fairseq really imports without it."""
 import ast
+import json
 import dataclasses
 import os
 import subprocess
@@ -72,3 +73,25 @@ def test_registered_archs_and_every_model_default_come_from_the_arch_table():
     # a converted model of default options needs no option flag to be rebuilt
     default = SimpleNamespace(**DEFAULTS)
     assert pick_arch(default) == "unilmv2_base" and model_flags(default, "unilmv2_base") == []
+
+
+NOTICES = [  # as Hydra and torch word them (fairseq 0.12 triggers each on every command)
+    (UserWarning, "hydra.experimental.initialize() is no longer experimental. Use hydra.initialize()"),
+    (UserWarning, "\nThe version_base parameter is not specified.\nHydra will assume defaults for version 1.1."),
+    (UserWarning, "In 'config': Usage of deprecated keyword in package header '# @package _group_'."),
+    (UserWarning, "\n'config' is validated against ConfigStore schema with the same name.\nThis behavior is deprecated"),
+    (UserWarning, "\nThe strict flag in the compose API is deprecated.\nSee https://hydra.cc/docs/1.2/upgrades/"),
+    (FutureWarning, "`torch.cuda.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cuda', args...)`"),
+    (UserWarning, "'pin_memory' argument is set as true but no accelerator is found, then device pinned memory won't"),
+]
+
+
+def test_importing_the_plugin_silences_exactly_the_notices_fairseq_triggers():
+    code = ("import json, sys, warnings; import fairseq_pmlm\n"
+            "for category, message in json.loads(sys.argv[1]):\n"
+            "    warnings.warn(message, getattr(__builtins__, category))\n"
+            "warnings.warn('the strict flag of something else is deprecated', UserWarning)\n")
+    notices = json.dumps([(c.__name__, m) for c, m in NOTICES])
+    proc = subprocess.run([sys.executable, "-c", code, notices], capture_output=True, text=True, check=True)
+    lines = [line for line in proc.stderr.splitlines() if "Warning" in line or "tensorboardX" in line]
+    assert len(lines) == 1 and "the strict flag of something else" in lines[0], proc.stderr

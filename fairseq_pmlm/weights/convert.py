@@ -325,7 +325,9 @@ def main(argv=None):
     exp.add_argument("--vocab", help="the original vocab.txt of an imported model: restore its token ids")
     exp.add_argument("--force", action="store_true", help="replace OUT if it exists")
     a = p.parse_args(argv)
-    logging.basicConfig(format="%(message)s", level=logging.INFO)
+    # its own lines are printed below; of the log only warnings (force: importing fairseq has
+    # already configured the root logger, at DEBUG)
+    logging.basicConfig(format="convert_checkpoint: %(levelname)s: %(message)s", level=logging.WARNING, force=True)
     try:
         if a.command == "import":
             info = import_checkpoint(a.src, a.out, a.weights, a.config, a.vocab, a.arch, a.cased, a.zero_rel_pos,

@@ -70,7 +70,7 @@ def main():
     p.add_argument("--null-threshold", type=float, default=0.0, help="SQuAD 2.0: answer \"\" above these odds")
     p.add_argument("--cpu", action="store_true")
     a = p.parse_args()
-    logging.basicConfig(level=logging.WARNING)
+    logging.basicConfig(level=logging.WARNING, force=True)  # force: importing fairseq configured it, at DEBUG
     try:
         examples, preds, odds, v2 = predict(a.checkpoint, a.json, a.data, a.batch_size, a.n_best, a.max_answer_len,
                                             a.null_threshold, a.cpu)
