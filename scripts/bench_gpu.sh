@@ -16,24 +16,22 @@
 # (the CUDA torch wheel brings its nvidia-* wheels; setuptools and wheel build the editable
 # install of this repo). --smoke: tiny sizes on the CPU in well under a minute (the tests run it).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-wheels=""
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
+cd "$ROOT"
+declare -A FLAGS=([--wheels]=WHEELS [--smoke]=SMOKE:switch [--peak-tflops]=PEAK)
+WHEELS='' SMOKE='' PEAK=''
+parse_flags "$@"
 args=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --wheels)
-      [ $# -ge 2 ] || { echo "bench_gpu.sh: error: --wheels needs a directory" >&2; exit 2; }
-      wheels="$2"; shift 2 ;;
-    *) args+=("$1"); shift ;;
-  esac
-done
-if [ -n "$wheels" ]; then
-  [ -d "$wheels" ] || { echo "bench_gpu.sh: error: --wheels $wheels: no such directory" >&2; exit 2; }
-  wheels="$(cd "$wheels" && pwd)"
-  # shellcheck disable=SC1091
-  PIP_NO_INDEX=1 PIP_FIND_LINKS="$wheels" source scripts/setup_env.sh
-elif ! python -c "import torch, fairseq, fairseq_pmlm" >/dev/null 2>&1; then
-  # shellcheck disable=SC1091
+if [ -n "$SMOKE" ]; then args+=(--smoke); fi
+if [ -n "$PEAK" ]; then args+=(--peak-tflops "$PEAK"); fi
+if [ -n "$WHEELS" ]; then
+  [ -d "$WHEELS" ] || die "--wheels $WHEELS: no such directory"
+  WHEELS="$(cd "$WHEELS" && pwd)"
+  # shellcheck source=setup_env.sh
+  PIP_NO_INDEX=1 PIP_FIND_LINKS="$WHEELS" source scripts/setup_env.sh
+elif ! python -c "import torch, fairseq, fairseq_pmlm" > /dev/null 2>&1; then
+  # shellcheck source=setup_env.sh
   source scripts/setup_env.sh
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"

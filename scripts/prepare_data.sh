@@ -14,37 +14,20 @@
 #        | --wordpiece-vocab vocab.txt [--srcdict dict.txt] [--wordpiece-case auto|cased|uncased]]
 #       [--destdir data-bin] [--workers 2]
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-# shellcheck disable=SC1091
-[ -f "$ROOT/.venv/bin/activate" ] && source "$ROOT/.venv/bin/activate"
-
-die() { echo "prepare_data.sh: error: $*" >&2; exit 2; }
-TRAIN= VALID= NAME= SPM= SRCDICT= WP= WPCASE=auto VOCAB=8000 DEST="$ROOT/data-bin" WORKERS=2
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --train) TRAIN=${2-} ;;
-    --valid) VALID=${2-} ;;
-    --name) NAME=${2-} ;;
-    --spm-model) SPM=${2-} ;;
-    --srcdict) SRCDICT=${2-} ;;
-    --wordpiece-vocab) WP=${2-} ;;
-    --wordpiece-case) WPCASE=${2-} ;;
-    --vocab-size) VOCAB=${2-} ;;
-    --destdir) DEST=${2-} ;;
-    --workers) WORKERS=${2-} ;;
-    *) die "unknown flag: $1 (see the header of $0)" ;;
-  esac
-  [ $# -ge 2 ] || die "$1 needs a value"
-  shift 2
-done
-[ -n "$TRAIN" ] && [ -n "$VALID" ] && [ -n "$NAME" ] || die "--train, --valid and --name are required"
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
+activate_venv
+declare -A FLAGS=([--train]=TRAIN [--valid]=VALID [--name]=NAME [--spm-model]=SPM [--srcdict]=SRCDICT
+                  [--wordpiece-vocab]=WP [--wordpiece-case]=WPCASE [--vocab-size]=VOCAB [--destdir]=DEST
+                  [--workers]=WORKERS)
+TRAIN='' VALID='' NAME='' SPM='' SRCDICT='' WP='' WPCASE=auto VOCAB=8000 DEST="$ROOT/data-bin" WORKERS=2
+parse_flags "$@"
+require_flags --train --valid --name
 [[ "$NAME" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || die "--name must be a plain directory name: $NAME"
 [ -z "$SRCDICT" ] || [ -n "$SPM" ] || [ -n "$WP" ] || die "--srcdict needs the --spm-model it was made with"
 [ -z "$WP" ] || [ -z "$SPM" ] || die "--wordpiece-vocab and --spm-model exclude each other"
 [[ "$WPCASE" =~ ^(auto|cased|uncased)$ ]] || die "--wordpiece-case must be auto, cased or uncased"
-for f in "$TRAIN" "$VALID" ${SPM:+"$SPM"} ${SRCDICT:+"$SRCDICT"} ${WP:+"$WP"}; do
-  [ -f "$f" ] || die "file not found: $f"
-done
+require_files "$TRAIN" "$VALID" ${SPM:+"$SPM"} ${SRCDICT:+"$SRCDICT"} ${WP:+"$WP"}
 grep -q '[^[:space:]]' "$TRAIN" || die "training file has no text (only blank lines or empty): $TRAIN"
 command -v fairseq-preprocess >/dev/null || die "fairseq-preprocess not found: run scripts/setup_env.sh first"
 

@@ -1,13 +1,27 @@
 #!/usr/bin/env python
-"""Facts the shell recipes need, printed one per line, without importing fairseq (the
-plugin package is entered through a bare stand-in, as scripts/wordpiece_encode.py does).
+"""Facts the shell recipes need, printed one per line; errors are one line and exit status 2.
 
-    python scripts/recipe_info.py bpe-flags DIR        # fairseq --bpe flags of DIR's tokenizer
-    python scripts/recipe_info.py model-flags CKPT     # --arch and model flags of a checkpoint
+    python scripts/recipe_info.py bpe-flags DIR          # fairseq --bpe flags of DIR's tokenizer
+    python scripts/recipe_info.py model-flags CKPT       # --arch and model flags of a checkpoint
     python scripts/recipe_info.py copy-tokenizer SRC DEST
+    python scripts/recipe_info.py schedule --examples N --batch B --epochs E --warmup-ratio R
+                                                         # "UPDATES WARMUP_UPDATES"
+    python scripts/recipe_info.py glue-meta DIR          # "TASK TRAIN_EXAMPLES METRIC NUM_CLASSES"
+    python scripts/recipe_info.py glue-report LOG TASK METRIC   # the best dev epoch of a GLUE run
+    python scripts/recipe_info.py gpus                   # the GPUs torch can use (imports torch)
+    python scripts/recipe_info.py count-pairs DATA       # training pairs of an s2s data directory
+    python scripts/recipe_info.py squad-windows --data DIR --train-json F [--max-positions 384]
+                                                [--doc-stride 128] [--squad-v2]   # its training windows
+
+The first six run without fairseq (a fraction of a second, not its ~4 s import): the plugin
+package is entered through a bare stand-in, so its ``__init__`` (fairseq registrations) does not
+run. count-pairs and squad-windows import fairseq, as they read fairseq's data and task.
 """
 import argparse
+import json
+import math
 import os
+import re
 import sys
 import types
 
@@ -16,10 +30,78 @@ package = types.ModuleType("fairseq_pmlm")
 package.__path__ = [os.path.join(ROOT, "fairseq_pmlm")]
 sys.modules.setdefault("fairseq_pmlm", package)
 
-from fairseq_pmlm.weights import tokenizer_files  # noqa: E402
+from fairseq_pmlm.weights import tokenizer_files  # noqa: E402  (after the stand-in)
+
+GLUE_SHOWN = {"mcc": ["mcc", "accuracy"], "f1": ["f1", "accuracy"], "pearson": ["pearson", "spearman"]}
 
 
-def main(argv=None):
+def schedule(examples, batch, epochs, warmup_ratio):
+    """(updates, warmup updates) of ``epochs`` epochs of ``examples`` at ``batch`` an update: the
+    linear schedules of the fine-tuning recipes need the total up front."""
+    if examples < 1 or batch < 1 or epochs < 1 or not 0 <= warmup_ratio < 1:
+        raise ValueError(f"schedule: need examples, batch and epochs >= 1 and a warmup ratio in [0, 1), got "
+                         f"{examples}, {batch}, {epochs}, {warmup_ratio}")
+    updates = math.ceil(examples / batch) * epochs
+    warmup = max(1, round(warmup_ratio * updates)) if warmup_ratio > 0 else 0
+    return updates, warmup
+
+
+def glue_meta(data):
+    """meta.json of a prepare_glue.py output: (task, training examples, metric, classes)."""
+    path = os.path.join(data, "meta.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"{path} not found: binarize with scripts/glue/prepare_glue.py")
+    with open(path) as f:
+        m = json.load(f)
+    return m["task"], m["train_examples"], m["metric"], m["num_classes"]
+
+
+def glue_report(log, task, metric):
+    """The dev results of the epoch with the best value of the task's metric, per dev set, from
+    a ``--log-format json`` fairseq-train log; one line each."""
+    shown = GLUE_SHOWN.get(metric, [metric])
+    best = {}
+    with open(log, encoding="utf-8") as f:
+        for line in f:
+            m = re.search(r"\| (valid\w*) \| (\{.*\})$", line.strip())
+            if m:
+                subset, rec = m.group(1), json.loads(m.group(2))
+                values = {k: float(rec[f"{subset}_{k}"]) for k in shown if f"{subset}_{k}" in rec}
+                if metric in values and values[metric] > best.get(subset, {}).get(metric, float("-inf")):
+                    best[subset] = dict(values, epoch=int(rec["epoch"]))
+    if not best:
+        raise ValueError(f"no dev {metric} in {log}")
+    return [f"finetune_glue: {task} {subset} (best epoch {v.pop('epoch')}): "
+            + ", ".join(f"{k} {x:.2f}" for k, x in v.items()) for subset, v in best.items()]
+
+
+def gpus():
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def count_pairs(data, split="train"):
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    prefix = os.path.join(data, f"{split}.source-target.source")
+    if not os.path.isfile(prefix + ".idx"):
+        raise ValueError(f"no binarized {split} split in {data} (run scripts/s2s/prepare.sh)")
+    return len(MMapIndexedDataset(prefix))
+
+
+def squad_windows(data, train_json, max_positions, doc_stride, v2):
+    """The passage windows of a SQuAD training file, as the pmlm_squad task makes them."""
+    import logging
+
+    logging.disable(logging.WARNING)  # the task's per-file notes; the training run prints them
+    from fairseq_pmlm.tasks.squad import PMLMSquadConfig, PMLMSquadTask
+
+    cfg = PMLMSquadConfig(data=data, squad_v2=v2, max_positions=max_positions, doc_stride=doc_stride)
+    return len(PMLMSquadTask.setup_task(cfg).squad_features(train_json, training=True)[2])
+
+
+def parser():
     p = argparse.ArgumentParser(prog="recipe_info.py", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("bpe-flags").add_argument("dir")
@@ -27,18 +109,55 @@ def main(argv=None):
     cp = sub.add_parser("copy-tokenizer")
     cp.add_argument("src")
     cp.add_argument("dest")
-    a = p.parse_args(argv)
-    try:
-        if a.command == "bpe-flags":
-            print("\n".join(tokenizer_files.find(a.dir).fairseq_flags()))
-        elif a.command == "copy-tokenizer":
-            print(tokenizer_files.copy(a.src, a.dest).kind)
-        else:
-            if not os.path.isfile(a.checkpoint):
-                raise ValueError(f"checkpoint not found: {a.checkpoint}")
-            from fairseq_pmlm.weights.checkpoint import flags_of_checkpoint
+    s = sub.add_parser("schedule")
+    s.add_argument("--examples", type=int, required=True)
+    s.add_argument("--batch", type=int, required=True)
+    s.add_argument("--epochs", type=int, required=True)
+    s.add_argument("--warmup-ratio", type=float, required=True)
+    sub.add_parser("glue-meta").add_argument("dir")
+    g = sub.add_parser("glue-report")
+    for name in ("log", "task", "metric"):
+        g.add_argument(name)
+    sub.add_parser("gpus")
+    sub.add_parser("count-pairs").add_argument("data")
+    w = sub.add_parser("squad-windows")
+    w.add_argument("--data", required=True)
+    w.add_argument("--train-json", required=True)
+    w.add_argument("--max-positions", type=int, default=384)
+    w.add_argument("--doc-stride", type=int, default=128)
+    w.add_argument("--squad-v2", action="store_true")
+    return p
 
-            print("\n".join(flags_of_checkpoint(a.checkpoint)))
+
+def run(a):
+    """The lines to print for the parsed command ``a``."""
+    if a.command == "bpe-flags":
+        return tokenizer_files.find(a.dir).fairseq_flags()
+    if a.command == "copy-tokenizer":
+        return [tokenizer_files.copy(a.src, a.dest).kind]
+    if a.command == "model-flags":
+        if not os.path.isfile(a.checkpoint):
+            raise ValueError(f"checkpoint not found: {a.checkpoint}")
+        from fairseq_pmlm.weights.checkpoint import flags_of_checkpoint
+
+        return flags_of_checkpoint(a.checkpoint)
+    if a.command == "schedule":
+        return [" ".join(map(str, schedule(a.examples, a.batch, a.epochs, a.warmup_ratio)))]
+    if a.command == "glue-meta":
+        return [" ".join(map(str, glue_meta(a.dir)))]
+    if a.command == "glue-report":
+        return glue_report(a.log, a.task, a.metric)
+    if a.command == "gpus":
+        return [str(gpus())]
+    if a.command == "count-pairs":
+        return [str(count_pairs(a.data))]
+    return [str(squad_windows(a.data, a.train_json, a.max_positions, a.doc_stride, a.squad_v2))]
+
+
+def main(argv=None):
+    a = parser().parse_args(argv)
+    try:
+        print("\n".join(run(a)))
     except (ValueError, OSError) as e:
         print(f"recipe_info.py: error: {e}", file=sys.stderr)
         return 2

@@ -5,6 +5,14 @@
 # an edit to either triggers a reinstall and an unchanged checkout costs nothing.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ "${BASH_SOURCE[0]}" = "$0" ] && [ $# -gt 0 ]; then  # run, not sourced: it takes no arguments
+  # shellcheck source=lib/common.sh
+  source "$ROOT/scripts/lib/common.sh"
+  case $1 in
+    -h | --help) usage; exit 0 ;;
+    *) die "unknown argument: $1 (it takes none; see --help)" ;;
+  esac
+fi
 VENV="$ROOT/.venv"
 REQ="$ROOT/requirements.txt"
 STAMP="$VENV/.pmlm-installed"

@@ -20,33 +20,24 @@
 # --pg-timeout S (default 1800): how long a rank waits for the others, at start and in any
 # collective on CPU (gloo), before it stops with an error.
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-# shellcheck disable=SC1091
-[ -f "$ROOT/.venv/bin/activate" ] && source "$ROOT/.venv/bin/activate"
-
-die() { echo "train_distributed.sh: error: $*" >&2; exit 2; }
-NPROC= NNODES=1 NODE_RANK=0 MASTER=127.0.0.1:29500 RDZV_TIMEOUT=300
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
+activate_venv
+declare -A FLAGS=([--nproc]=NPROC [--nnodes]=NNODES [--node-rank]=NODE_RANK [--master]=MASTER
+                  [--rdzv-timeout]=RDZV_TIMEOUT)
+NPROC='' NNODES=1 NODE_RANK=0 MASTER=127.0.0.1:29500 RDZV_TIMEOUT=300
 if [ -n "${SLURM_JOB_NODELIST:-}" ] && [ -n "${SLURM_NODEID:-}" ]; then
   # one srun task per node: every node's torchrun meets at the job's first node
   NNODES=${SLURM_NNODES:?} NODE_RANK=$SLURM_NODEID
   MASTER="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1):$((20000 + ${SLURM_JOB_ID:-0} % 20000))"
 fi
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --) shift; break ;;
-    --nproc) NPROC=${2-} ;;
-    --nnodes) NNODES=${2-} ;;
-    --node-rank) NODE_RANK=${2-} ;;
-    --master) MASTER=${2-} ;;
-    --rdzv-timeout) RDZV_TIMEOUT=${2-} ;;
-    *) die "unknown flag: $1 (the fairseq-train arguments go after --; see the header of $0)" ;;
-  esac
-  [ $# -ge 2 ] || die "$1 needs a value"
-  shift 2
-done
-[ $# -gt 0 ] || die "no fairseq-train arguments (put them after --)"
+PASS_TO=fairseq-train
+parse_flags "$@"
+[ ${#EXTRA[@]} -gt 0 ] || die "no fairseq-train arguments (put them after --)"
 if [ -z "$NPROC" ]; then
-  NPROC=$(python -c 'import torch; print(torch.cuda.device_count() or 2)')
+  detect_gpus
+  NPROC=$PMLM_GPUS
+  if [ "$NPROC" -eq 0 ]; then NPROC=2; fi
 fi
 case "$MASTER" in
   *:*) HOST=${MASTER%:*} PORT=${MASTER##*:} ;;
@@ -56,4 +47,4 @@ esac
 # static rendezvous: node NODE_RANK of NNODES, ranks NODE_RANK*NPROC ... +NPROC-1
 exec torchrun --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "$NPROC" \
     --master-addr "$HOST" --master-port "$PORT" --rdzv-conf "timeout=$RDZV_TIMEOUT" \
-    -m fairseq_pmlm.distributed_train "$@"
+    -m fairseq_pmlm.distributed_train "${EXTRA[@]}"

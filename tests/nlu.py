@@ -1,8 +1,10 @@
 """A tiny pre-trained unilmv2 checkpoint with its sentencepiece model and dictionary, for the
 language-understanding tests (GLUE, SQuAD): built once per session, the way a user's would be
 (sentencepiece, fairseq-preprocess with the pre-training layout, fairseq-train on
-``pseudo_masked_lm``), but on a 10-word language.
+``pseudo_masked_lm``), but on a 10-word language; and GLUE and SQuAD files of that language
+whose answers a tiny model can learn (the marker word ``zz``).
 """
+import json
 import random
 import shutil
 
@@ -52,3 +54,42 @@ def pretrained(tmp_path_factory):
         train(tok["data"], save, "--max-update", "2", "--no-epoch-checkpoints")
         _SHARED["pretrained"] = dict(tok, checkpoint=save / "checkpoint_last.pt")
     return _SHARED["pretrained"]
+
+
+def marker_rte(folder, rng, sizes=(("train", 400), ("dev", 100))):
+    """RTE-format pairs: 'entailment' iff the marker word is in sentence 1, else it is in
+    sentence 2. Only the segment a token belongs to tells the two apart."""
+    folder.mkdir(parents=True)
+    for split, n in sizes:
+        with open(folder / f"{split}.tsv", "w") as f:
+            f.write("index\tsentence1\tsentence2\tlabel\n")
+            for i in range(n):
+                in_a = rng.random() < 0.5
+                a, b = sentence(rng, rng.randint(3, 7), int(in_a)), sentence(rng, rng.randint(3, 7), int(not in_a))
+                f.write(f"{i}\t{a}\t{b}\t{'entailment' if in_a else 'not_entailment'}\n")
+
+
+def marker_squad(path, rng, n):
+    """Passages of the tiny language; the answer to "zz ?" is the marker and the word after it,
+    and a third of the passages have no marker (SQuAD 2.0: unanswerable). Passages run to 40
+    words, so with --max-positions 32 they span several windows."""
+    paragraphs = []
+    for i in range(n):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(6, 40))]
+        answerable = rng.random() < 2 / 3
+        k = rng.randrange(len(words) - 2)
+        if answerable:
+            words.insert(k, MARK)
+        # a run of spaces after the first word of every passage
+        starts, context = [], ""
+        for j, w in enumerate(words):
+            context += ("" if j == 0 else "  " if j == 1 else " ")
+            starts.append(len(context))
+            context += w
+        qa = {"id": f"q{i}", "question": f"{MARK} ?", "is_impossible": not answerable, "answers": []}
+        if answerable:
+            answer = context[starts[k]:starts[k + 1] + len(words[k + 1])]
+            qa["answers"] = [{"text": answer, "answer_start": starts[k]}]
+        paragraphs.append({"context": context, "qas": [qa]})
+    path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "marker", "paragraphs": paragraphs}]}))
+    return path

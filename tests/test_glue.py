@@ -17,7 +17,7 @@ from cli import ENV, REPO, submit
 from fairseq_pmlm.data.glue_tsv import TASKS, GlueFormatError, read_glue_tsv
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model, dictionary_digest, nlu_layout
 from helpers import make_dictionary
-from nlu import pretrained, sentence, tokenizer
+from nlu import marker_rte, pretrained, sentence, tokenizer
 
 PREPARE = os.path.join(REPO, "scripts", "glue", "prepare_glue.py")
 FINETUNE = os.path.join(REPO, "scripts", "glue", "finetune_glue.sh")
@@ -174,19 +174,6 @@ def test_prepare_script_reports_the_bad_row_in_one_line(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------- the recipe, end to end
-
-def marker_rte(folder, rng, sizes=(("train", 400), ("dev", 100))):
-    """RTE-format pairs: 'entailment' iff the marker word is in sentence 1, else it is in
-    sentence 2. Only the segment a token belongs to tells the two apart."""
-    folder.mkdir(parents=True)
-    for split, n in sizes:
-        with open(folder / f"{split}.tsv", "w") as f:
-            f.write("index\tsentence1\tsentence2\tlabel\n")
-            for i in range(n):
-                in_a = rng.random() < 0.5
-                a, b = sentence(rng, rng.randint(3, 7), int(in_a)), sentence(rng, rng.randint(3, 7), int(not in_a))
-                f.write(f"{i}\t{a}\t{b}\t{'entailment' if in_a else 'not_entailment'}\n")
-
 
 def counting_stsb(folder, rng, sizes=(("train", 400), ("dev", 100))):
     """STS-B-format pairs scored 1.25 x (number of marker words in sentence 1, 0..3)."""

@@ -177,19 +177,20 @@ def test_released_minilm_fine_tunes_and_decodes_through_the_s2s_recipes(converte
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         return proc.stdout
 
-    recipe("prepare.sh", raw, "--name", "docs", "--pretrain-data", out, "--destdir", tmp_path)
+    recipe("prepare.sh", "--raw", raw, "--name", "docs", "--pretrain-data", out, "--destdir", tmp_path)
     data = tmp_path / "docs"
     assert (data / "vocab.txt").is_file() and (data / "tokenizer_config.json").is_file()
-    log = recipe("finetune.sh", "demo", data, out / "model.pt", tmp_path / "ck", "--max-update", "4",
+    log = recipe("finetune.sh", "--preset", "demo", "--data", data, "--checkpoint", out / "model.pt",
+                 "--save-dir", tmp_path / "ck", "--", "--max-update", "4",
                  "--max-source-positions", "48", "--max-target-positions", "16", "--batch-size", "8",
                  "--disable-validation", "--num-workers", "0", "--log-interval", "1")
     assert "--encoder-layers=6" not in log or "encoder_layers" in log
     state = torch.load(tmp_path / "ck" / "checkpoint_last.pt", weights_only=True, mmap=True)
     assert state["cfg"]["model"]["encoder_layers"] == 6 and state["cfg"]["model"]["encoder_embed_dim"] == 384
     assert state["cfg"]["bpe"]["_name"] == "bert"  # the tokenizer is recorded for the hub
-    recipe("generate.sh", "demo", data, tmp_path / "ck" / "checkpoint_last.pt", raw / "test.target",
-           tmp_path / "gen", "--max-source-positions", "48", "--max-target-positions", "16", "--max-len-b", "8",
-           "--beam", "2", "--cpu")
+    recipe("generate.sh", "--preset", "demo", "--data", data, "--checkpoint", tmp_path / "ck" / "checkpoint_last.pt",
+           "--refs", raw / "test.target", "--out-dir", tmp_path / "gen", "--", "--max-source-positions", "48",
+           "--max-target-positions", "16", "--max-len-b", "8", "--beam", "2", "--cpu")
     hyps = (tmp_path / "gen" / "hyp.txt").read_text().splitlines()
     assert len(hyps) == 6
     words = " ".join(hyps).split()

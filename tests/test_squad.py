@@ -17,7 +17,7 @@ from fairseq_pmlm.data.squad_features import make_features, max_context, windows
 from fairseq_pmlm.data.squad_json import SquadExample, SquadFormatError, read_squad_json
 from fairseq_pmlm.scoring.squad_eval import compute_exact, compute_f1, evaluate, find_best_thresh, normalize_answer
 from helpers import make_dictionary
-from nlu import WORDS, MARK, pretrained
+from nlu import marker_squad, pretrained
 
 sys.path.insert(0, os.path.join(REPO, "scripts", "squad"))
 from predict_squad import predict  # noqa: E402
@@ -213,32 +213,6 @@ def test_v2_question_in_a_v1_run_names_the_flag(tmp_path):
 
 
 # ---------------------------------------------------------------- fine-tuning end to end
-
-def marker_squad(path, rng, n):
-    """Passages of the tiny language; the answer to "zz ?" is the marker and the word after it,
-    and a third of the passages have no marker (SQuAD 2.0: unanswerable). Passages run to 40
-    words, so with --max-positions 32 they span several windows."""
-    paragraphs = []
-    for i in range(n):
-        words = [rng.choice(WORDS) for _ in range(rng.randint(6, 40))]
-        answerable = rng.random() < 2 / 3
-        k = rng.randrange(len(words) - 2)
-        if answerable:
-            words.insert(k, MARK)
-        # a run of spaces after the first word of every passage
-        starts, context = [], ""
-        for j, w in enumerate(words):
-            context += ("" if j == 0 else "  " if j == 1 else " ")
-            starts.append(len(context))
-            context += w
-        qa = {"id": f"q{i}", "question": f"{MARK} ?", "is_impossible": not answerable, "answers": []}
-        if answerable:
-            answer = context[starts[k]:starts[k + 1] + len(words[k + 1])]
-            qa["answers"] = [{"text": answer, "answer_start": starts[k]}]
-        paragraphs.append({"context": context, "qas": [qa]})
-    path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "marker", "paragraphs": paragraphs}]}))
-    return path
-
 
 @pytest.fixture(scope="module")
 def fine_tuned(tmp_path_factory):

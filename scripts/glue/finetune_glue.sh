@@ -11,36 +11,21 @@
 # The architecture and its flags are read from the checkpoint (any converted or pre-trained one);
 # --arch overrides. --checkpoint none: random weights of --arch (default unilmv2_base; checks only).
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-# shellcheck disable=SC1091
-[ -f "$ROOT/.venv/bin/activate" ] && source "$ROOT/.venv/bin/activate"
-die() { echo "finetune_glue.sh: error: $*" >&2; exit 2; }
-DATA= CKPT= SAVE= ARCH= LR=2e-5 BSZ=32 EPOCHS=10 WARMUP=0.1 WD=0.01
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --) shift; break ;;
-    --data) DATA=${2-} ;;
-    --checkpoint) CKPT=${2-} ;;
-    --save-dir) SAVE=${2-} ;;
-    --arch) ARCH=${2-} ;;
-    --lr) LR=${2-} ;;
-    --batch-size) BSZ=${2-} ;;
-    --epochs) EPOCHS=${2-} ;;
-    --warmup-ratio) WARMUP=${2-} ;;
-    --weight-decay) WD=${2-} ;;
-    *) die "unknown flag: $1 (see the header of $0)" ;;
-  esac
-  [ $# -ge 2 ] || die "$1 needs a value"
-  shift 2
-done
-[ -n "$DATA" ] && [ -n "$CKPT" ] && [ -n "$SAVE" ] || die "--data, --checkpoint and --save-dir are required"
-[ -f "$DATA/meta.json" ] || die "$DATA/meta.json not found: binarize with scripts/glue/prepare_glue.py"
-[ "$CKPT" = none ] || [ -f "$CKPT" ] || die "checkpoint not found: $CKPT"
+# shellcheck source=../lib/common.sh
+source "$(dirname "$0")/../lib/common.sh"
+activate_venv
+declare -A FLAGS=([--data]=DATA [--checkpoint]=CKPT [--save-dir]=SAVE [--arch]=ARCH [--lr]=LR [--batch-size]=BSZ
+                  [--epochs]=EPOCHS [--warmup-ratio]=WARMUP [--weight-decay]=WD)
+DATA='' CKPT='' SAVE='' ARCH='' LR=2e-5 BSZ=32 EPOCHS=10 WARMUP=0.1 WD=0.01
+PASS_TO=fairseq-train
+parse_flags "$@"
+require_flags --data --checkpoint --save-dir
+[ "$CKPT" = none ] || require_files "$CKPT"
 
-read -r TASK N METRIC NCLS < <(python -c "import json,sys; m=json.load(open(sys.argv[1])); \
-print(m['task'], m['train_examples'], m['metric'], m['num_classes'])" "$DATA/meta.json")
-UPDATES=$(( (N + BSZ - 1) / BSZ * EPOCHS ))
-WARMUP_UPDATES=$(python -c "print(int($UPDATES * $WARMUP))")
+META=$(recipe_info glue-meta "$DATA")  # what prepare_glue.py recorded
+read -r TASK N METRIC NCLS <<< "$META"
+SCHEDULE=$(recipe_info schedule --examples "$N" --batch "$BSZ" --epochs "$EPOCHS" --warmup-ratio "$WARMUP")
+read -r UPDATES WARMUP_UPDATES <<< "$SCHEDULE"
 case "$METRIC" in  # what fairseq's sentence_prediction criterion must compute for this task
   mcc) REPORT=(--report-mcc) ;;
   f1) REPORT=(--report-acc-and-f1) ;;
@@ -51,7 +36,7 @@ VALID=valid; [ -f "$DATA/input0/valid1.idx" ] && VALID=valid,valid1
 FROM=(); [ "$CKPT" = none ] || FROM=(--finetune-from-model "$CKPT")
 if [ -n "$ARCH" ]; then MODEL=(--arch "$ARCH")
 elif [ "$CKPT" = none ]; then MODEL=(--arch unilmv2_base)
-else mapfile -t MODEL < <(python "$ROOT/scripts/recipe_info.py" model-flags "$CKPT"); [ ${#MODEL[@]} -gt 1 ] || exit 2
+else recipe_lines MODEL model-flags "$CKPT"
 fi
 mkdir -p "$SAVE"
 echo "finetune_glue: $TASK, $N examples, $UPDATES updates (warmup $WARMUP_UPDATES), lr $LR, batch $BSZ"
@@ -65,22 +50,6 @@ fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" "${FROM[@]}" \
   --lr "$LR" --lr-scheduler polynomial_decay --total-num-update "$UPDATES" --warmup-updates "$WARMUP_UPDATES" \
   --max-update "$UPDATES" --max-epoch "$EPOCHS" --batch-size "$BSZ" --required-batch-size-multiple 1 \
   --valid-subset "$VALID" --save-dir "$SAVE" --no-epoch-checkpoints --no-last-checkpoints \
-  --log-format json --log-interval 50 "$@" 2>&1 | tee "$SAVE/train.log"
+  --log-format json --log-interval 50 ${EXTRA[@]+"${EXTRA[@]}"} 2>&1 | tee "$SAVE/train.log"
 # the dev results of the epoch with the best value of the task's metric, per dev set
-python - "$SAVE/train.log" "$TASK" "$METRIC" <<'PY'
-import json, re, sys
-log, task, metric = sys.argv[1:]
-shown = {"mcc": ["mcc", "accuracy"], "f1": ["f1", "accuracy"], "pearson": ["pearson", "spearman"]}.get(metric, [metric])
-best = {}
-for line in open(log):
-    m = re.search(r"\| (valid\w*) \| (\{.*\})$", line.strip())
-    if m:
-        subset, rec = m.group(1), json.loads(m.group(2))
-        values = {k: float(rec[f"{subset}_{k}"]) for k in shown if f"{subset}_{k}" in rec}
-        if metric in values and values[metric] > best.get(subset, {}).get(metric, float("-inf")):
-            best[subset] = dict(values, epoch=int(rec["epoch"]))
-if not best:
-    sys.exit(f"finetune_glue.sh: error: no dev {metric} in {log}")
-for subset, v in best.items():
-    print(f"finetune_glue: {task} {subset} (best epoch {v.pop('epoch')}): " + ", ".join(f"{k} {x:.2f}" for k, x in v.items()))
-PY
+recipe_info glue-report "$SAVE/train.log" "$TASK" "$METRIC"

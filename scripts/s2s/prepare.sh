@@ -1,43 +1,35 @@
-# Sequence-to-sequence data: RAW_DIR/{train,valid,test}.{source,target} (one example a line,
-# raw text) -> the pre-training tokenizer -> fairseq-preprocess with the pre-training dictionary
-# on both sides -> DESTDIR/NAME (+ the tokenizer files, for detokenising and the hub).
+#!/usr/bin/env bash
+# Sequence-to-sequence data: RAW/{train,valid,test}.{source,target} (one example a line, raw
+# text) -> the pre-training tokenizer -> fairseq-preprocess with the pre-training dictionary on
+# both sides -> DESTDIR/NAME (+ the tokenizer files, for detokenising and the hub).
 #
-#   bash scripts/s2s/prepare.sh RAW_DIR --name xsum --pretrain-data DIR [--destdir data-bin]
+#   bash scripts/s2s/prepare.sh --raw RAW_DIR --name xsum --pretrain-data DIR [--destdir data-bin]
+#       [--workers 2]
 # DIR holds dict.txt and one tokenizer: a pre-training data directory of scripts/prepare_data.sh
 # (spm.model, or vocab.txt with --wordpiece-vocab) or a directory of convert_checkpoint.py import
 # (vocab.txt + tokenizer_config.json: released BERT/UniLMv2 weights).
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-# shellcheck disable=SC1091
-[ -f "$ROOT/.venv/bin/activate" ] && source "$ROOT/.venv/bin/activate"
-die() { echo "s2s/prepare.sh: error: $*" >&2; exit 2; }
-
-RAW=${1-}; [ -n "$RAW" ] && [ "${RAW#--}" = "$RAW" ] || die "usage: prepare.sh RAW_DIR --name NAME --pretrain-data DIR"
-shift
-NAME= PRE= DEST="$ROOT/data-bin"
-while [ $# -gt 0 ]; do
-  [ $# -ge 2 ] || die "$1 needs a value"
-  case "$1" in
-    --name) NAME=$2 ;; --pretrain-data) PRE=$2 ;; --destdir) DEST=$2 ;;
-    *) die "unknown flag: $1" ;;
-  esac
-  shift 2
-done
-[ -n "$NAME" ] && [ -n "$PRE" ] || die "--name and --pretrain-data are required"
+# shellcheck source=../lib/common.sh
+source "$(dirname "$0")/../lib/common.sh"
+activate_venv
+declare -A FLAGS=([--raw]=RAW [--name]=NAME [--pretrain-data]=PRE [--destdir]=DEST [--workers]=WORKERS)
+RAW='' NAME='' PRE='' DEST="$ROOT/data-bin" WORKERS=2
+parse_flags "$@"
+require_flags --raw --name --pretrain-data
 [ -d "$RAW" ] || die "raw directory not found: $RAW"
 [ -f "$PRE/dict.txt" ] || die "file not found: $PRE/dict.txt (run scripts/prepare_data.sh or convert_checkpoint.py import)"
-TOKENIZER=$(python "$ROOT/scripts/recipe_info.py" bpe-flags "$PRE") || exit 2  # fairseq's --bpe flags, one a line
+TOKENIZER=$(recipe_info bpe-flags "$PRE")  # fairseq's --bpe flags, one a line
 BPE=$(sed -n 2p <<< "$TOKENIZER")
 SPLITS=()
 for split in train valid test; do
   if [ -f "$RAW/$split.source" ] || [ -f "$RAW/$split.target" ]; then
-    for side in source target; do [ -f "$RAW/$split.$side" ] || die "file not found: $RAW/$split.$side"; done
+    require_files "$RAW/$split.source" "$RAW/$split.target"
     ns=$(wc -l < "$RAW/$split.source"); nt=$(wc -l < "$RAW/$split.target")
     [ "$ns" = "$nt" ] || die "$RAW/$split.source has $ns lines but $RAW/$split.target has $nt"
     SPLITS+=("$split")
   fi
 done
-[ -f "$RAW/train.source" ] || die "file not found: $RAW/train.source"
+require_files "$RAW/train.source"
 
 mkdir -p "$DEST"
 TMP=$(mktemp -d "$DEST/.s2s_prepare.XXXXXX")  # only a finished DEST/NAME is moved into place
@@ -61,10 +53,10 @@ fi
 echo "s2s/prepare: fairseq-preprocess (the pre-training dictionary on both sides)"
 mkdir "$TMP/bin"
 fairseq-preprocess --source-lang source --target-lang target "${PREFS[@]}" \
-  --srcdict "$PRE/dict.txt" --tgtdict "$PRE/dict.txt" --destdir "$TMP/bin" --workers 2 \
+  --srcdict "$PRE/dict.txt" --tgtdict "$PRE/dict.txt" --destdir "$TMP/bin" --workers "$WORKERS" \
   > "$TMP/preprocess.log" 2>&1 || { tail -5 "$TMP/preprocess.log" >&2; die "fairseq-preprocess failed"; }
 grep -E "\] .*(sents|tokens)" "$TMP/preprocess.log" | sed "s#.*\] $TMP/#s2s/prepare:   #" || true
-python "$ROOT/scripts/recipe_info.py" copy-tokenizer "$PRE" "$TMP/bin" > /dev/null
+recipe_info copy-tokenizer "$PRE" "$TMP/bin" > /dev/null
 rm -rf "${DEST:?}/$NAME"
 mv "$TMP/bin" "$DEST/$NAME"
 echo "s2s/prepare: wrote $DEST/$NAME"

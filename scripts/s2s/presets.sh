@@ -1,10 +1,12 @@
+# shellcheck shell=bash
 # Fine-tuning and decoding settings per dataset (the paper's appendix table for NLG), sourced
 # by finetune.sh and generate.sh. Lengths are in tokens: SRC (with [SOS]/[EOS]) + TGT (with
 # EOS) = POSITIONS; above 512 the pre-trained position table is extended cyclically (s2s-ft).
 # Batch sizes are sequences per update: BATCH = --batch-size x --update-freq x GPUs.
 # LENFORM: the paper's lenpen values assume s2s-ft's GNMT formula, ((5 + len) / 6) ** LENPEN;
 # fairseq's own is len ** LENPEN (sequence_generator.py).
-preset() {
+# shellcheck disable=SC2034  # the settings are read by the recipes that source this
+preset() {  # preset NAME: sets SRC TGT POSITIONS LR BATCH EPOCHS WARMUP TMASK BEAM LENPEN LENFORM MAXLEN MINLEN
   case "$1" in
     cnndm) SRC=608 TGT=160 POSITIONS=768 LR=7e-5 BATCH=64 EPOCHS=14 WARMUP=0.02 TMASK=0.5
            BEAM=5 LENPEN=0.7 LENFORM=gnmt MAXLEN=160 MINLEN=1 ;;
@@ -16,6 +18,6 @@ preset() {
     # source tokens, small batches and a high lr: more updates is what helps in 3 minutes)
     demo)  SRC=64 TGT=32 POSITIONS=512 LR=1e-3 BATCH=16 EPOCHS=3 WARMUP=0.1 TMASK=0.2
            BEAM=4 LENPEN=1.0 LENFORM=fairseq MAXLEN=32 MINLEN=1 ;;
-    *) echo "unknown preset: $1 (cnndm, xsum, qg, demo)" >&2; return 2 ;;
+    *) die "--preset $1: unknown preset (cnndm, xsum, qg, demo)" ;;
   esac
 }

@@ -1,0 +1,120 @@
+# shellcheck shell=bash
+# What every recipe shares, sourced first thing: the repository root, the project's .venv,
+# one-line errors, named flags with --help, and the device.
+#
+#   source "$(dirname "$0")/lib/common.sh"        # ../lib/common.sh from scripts/*/
+#   activate_venv
+#   declare -A FLAGS=([--data]=DATA [--v2]=V2:switch)   # flag -> variable; :switch takes no value
+#   DATA='' V2=''                                         # the defaults
+#   PASS_TO=fairseq-train                                 # who gets the arguments after -- (none: refused)
+#   parse_flags "$@"                                      # what followed -- is in EXTRA
+#
+# Conventions of every recipe: named flags only (--flag VALUE or --flag=VALUE), --help prints the
+# script's header comment, arguments after -- go to the fairseq command it runs, and a bad
+# command line stops with one line "PROG: error: ..." and exit status 2.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PROG=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+PROG=${PROG#"$ROOT"/scripts/}  # prepare_data.sh, s2s/finetune.sh, ...
+
+die() {
+  echo "$PROG: error: $*" >&2
+  exit 2
+}
+
+usage() {  # the header comment: from line 2 to the first line that is not a comment
+  sed -n '2,${/^#/!q; s/^# \{0,1\}//; p}' "$0"
+}
+
+activate_venv() {  # the set-up's .venv (scripts/setup_env.sh), when there is one
+  if [ -f "$ROOT/.venv/bin/activate" ]; then
+    # shellcheck disable=SC1091
+    source "$ROOT/.venv/bin/activate"
+  fi
+}
+
+# shellcheck disable=SC2034  # EXTRA is for the recipe that sources this
+parse_flags() {  # "$@" by the FLAGS table; sets the variables, EXTRA=(what follows --, for $PASS_TO)
+  EXTRA=()
+  local hint="see --help"
+  if [ -n "${PASS_TO-}" ]; then hint+="; the flags of $PASS_TO go after --"; fi
+  while [ $# -gt 0 ]; do
+    local flag=$1 var value
+    case $flag in
+      -h | --help) usage; exit 0 ;;
+      --)
+        shift
+        [ -n "${PASS_TO-}" ] || [ $# -eq 0 ] || die "unexpected arguments after --: $*"
+        EXTRA=("$@")
+        return 0
+        ;;
+    esac
+    flag=${flag%%=*}
+    var=${FLAGS[$flag]-}
+    [ -n "$var" ] || die "unknown argument: $1 ($hint)"
+    if [[ $var == *:switch ]]; then
+      [ "$flag" = "$1" ] || die "$flag takes no value"
+      printf -v "${var%:switch}" 1
+      shift
+      continue
+    fi
+    if [ "$flag" != "$1" ]; then  # --flag=value
+      value=${1#*=}
+      shift
+    else
+      [ $# -ge 2 ] && [[ $2 != --* ]] || die "$flag needs a value"
+      value=$2
+      shift 2
+    fi
+    printf -v "$var" '%s' "$value"
+  done
+}
+
+require_flags() {  # each named flag was given a value
+  local flag var missing=() list i
+  for flag in "$@"; do
+    var=${FLAGS[$flag]%:switch}
+    [ -n "${!var}" ] || missing+=("$flag")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  list=${missing[0]}
+  for ((i = 1; i < ${#missing[@]}; i++)); do
+    if ((i == ${#missing[@]} - 1)); then list+=" and ${missing[i]}"; else list+=", ${missing[i]}"; fi
+  done
+  if [ ${#missing[@]} -eq 1 ]; then die "$list is required (see --help)"; fi
+  die "$list are required (see --help)"
+}
+
+require_files() {
+  local f
+  for f in "$@"; do
+    [ -f "$f" ] || die "file not found: $f"
+  done
+}
+
+recipe_info() {  # facts the recipes need (scripts/recipe_info.py); its errors are one line already
+  python "$ROOT/scripts/recipe_info.py" "$@" || exit 2
+}
+
+recipe_lines() {  # recipe_lines ARRAY ARGS...: the lines recipe_info ARGS prints, into ARRAY
+  local out
+  out=$(recipe_info "${@:2}") || exit 2
+  mapfile -t "$1" <<< "$out"
+}
+
+detect_gpus() {  # PMLM_GPUS: the GPUs torch can use; once per recipe run (nested recipes inherit it)
+  if [ -z "${PMLM_GPUS-}" ]; then
+    PMLM_GPUS=0
+    # torch is imported only where nvidia-smi shows a GPU: a CPU machine answers at once
+    if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L 2> /dev/null | grep -q '^GPU'; then
+      PMLM_GPUS=$(recipe_info gpus)
+    fi
+    export PMLM_GPUS
+  fi
+}
+
+# shellcheck disable=SC2034  # DEVICE is for the recipe that sources this
+device_flags() {  # DEVICE: fairseq's flags for this machine, --fp16 on a GPU, --cpu without one
+  detect_gpus
+  if [ "$PMLM_GPUS" -gt 0 ]; then DEVICE=(--fp16); else DEVICE=(--cpu); fi
+}
