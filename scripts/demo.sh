@@ -107,7 +107,7 @@ validate "$PMLM" after
 python scripts/plot_curves.py "$OUT/pmlm.log" --out "$OUT/curves.png"
 
 stage "summarisation pairs -> WordPiece/sentencepiece of the pre-trained model"
-bash scripts/s2s/prepare.sh "$OUT/pairs" --name sum --pretrain-data "$TOKENIZER_DIR" --destdir "$DATA"
+bash scripts/s2s/prepare.sh --raw "$OUT/pairs" --name sum --pretrain-data "$TOKENIZER_DIR" --destdir "$DATA"
 
 SYSTEMS=(pmlm)
 [ "$START" != scratch ] && SYSTEMS+=(released)
@@ -119,14 +119,15 @@ for sys in "${SYSTEMS[@]}"; do
     random) init=none ;;
   esac
   stage "fine-tuning ($sys): $FT_UPDATES updates of 16 pairs, lr $FT_LR"
-  logged "$OUT/finetune-$sys.log" bash scripts/s2s/finetune.sh demo "$DATA/sum" "$init" "$OUT/sum-$sys" \
-    "${MODEL_FLAGS[@]}" \
+  logged "$OUT/finetune-$sys.log" bash scripts/s2s/finetune.sh --preset demo --data "$DATA/sum" --checkpoint "$init" \
+    --save-dir "$OUT/sum-$sys" -- "${MODEL_FLAGS[@]}" \
     --max-update "$FT_UPDATES" --total-num-update "$FT_UPDATES" --warmup-updates $((FT_UPDATES / 10)) \
     --lr "$FT_LR" --dropout 0 --attention-dropout 0 --target-mask-prob 0 \
     --disable-validation --log-interval 50 "${DEVICE[@]}"
   stage "fairseq-generate ($sys): beam 4, trigram blocking"
-  logged "$OUT/generate-$sys.log" bash scripts/s2s/generate.sh demo "$DATA/sum" "$OUT/sum-$sys/checkpoint_last.pt" \
-    "$OUT/pairs/test.target" "$OUT/generate-$sys" "${DEVICE[@]}"
+  logged "$OUT/generate-$sys.log" bash scripts/s2s/generate.sh --preset demo --data "$DATA/sum" \
+    --checkpoint "$OUT/sum-$sys/checkpoint_last.pt" --refs "$OUT/pairs/test.target" --out-dir "$OUT/generate-$sys" \
+    -- "${DEVICE[@]}"
   grep -E "^Generate" "$OUT/generate-$sys.log" | sed 's/^/   /'
 done
 
