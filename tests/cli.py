@@ -64,9 +64,15 @@ def binarize(train_txt, valid_txt, destdir, srcdict=None, in_process=False):
     in-process (fast, the same code)."""
     args = ["--only-source", "--trainpref", train_txt, "--validpref", valid_txt,
             "--destdir", destdir, "--workers", "1"] + (["--srcdict", srcdict] if srcdict else [])
-    if not in_process:
+    if in_process:
+        preprocess_in_process(*args)
+    else:
         run("fairseq-preprocess", *args)
-        return destdir
+    return destdir
+
+
+def preprocess_in_process(*args):
+    """fairseq-preprocess ARGS in this process: the CLI's own code, without its ~4 s start."""
     from fairseq import options
     from fairseq_cli import preprocess as fairseq_preprocess
 
@@ -78,7 +84,6 @@ def binarize(train_txt, valid_txt, destdir, srcdict=None, in_process=False):
         for h in log.handlers[len(before):]:
             log.removeHandler(h)
             h.close()
-    return destdir
 
 
 def preprocess(tmp, documents, name="bin", srcdict=None, valid=None, in_process=False):

@@ -401,8 +401,9 @@ def jobs(tmp_path_factory, text, converted_bert):
     while the in-process tests do: the recipe, and fairseq-train from the converted
     checkpoint (--finetune-from-model and --restore-file in one process) on the same text
     WordPiece-encoded and binarized in-process."""
-    import cli
     from fairseq_pmlm.weights.wordpiece import WordPieceEncoder
+
+    import cli
 
     out, info = converted_bert
     d = tmp_path_factory.mktemp("wp")
@@ -420,8 +421,7 @@ def jobs(tmp_path_factory, text, converted_bert):
 def seq2seq_pairs(text, enc, out, d):
     """A few (docstring sentence -> its first words) pairs, WordPiece-encoded and binarized
     in-process with the converted dictionary on both sides, for fairseq-generate."""
-    from fairseq import options
-    from fairseq_cli import preprocess
+    import cli
 
     d.mkdir()
     heads = [" ".join(t.split()[:4]) for t in text]
@@ -431,16 +431,9 @@ def seq2seq_pairs(text, enc, out, d):
     tgt = [h for h, ok in zip(heads, fits) if ok][:12]
     for lang, lines in (("source", src), ("target", tgt)):
         (d / f"test.{lang}").write_text("\n".join(enc.encode_lines(lines)) + "\n")
-    args = ["--source-lang", "source", "--target-lang", "target", "--testpref", d / "test", "--destdir", d / "bin",
-            "--srcdict", out / "dict.txt", "--tgtdict", out / "dict.txt", "--workers", "1"]
-    log = preprocess.logger
-    before = list(log.handlers)
-    try:  # it adds a FileHandler per call: close it again
-        preprocess.main(options.get_preprocessing_parser().parse_args(list(map(str, args))))
-    finally:
-        for h in log.handlers[len(before):]:
-            log.removeHandler(h)
-            h.close()
+    cli.preprocess_in_process("--source-lang", "source", "--target-lang", "target", "--testpref", d / "test",
+                              "--destdir", d / "bin", "--srcdict", out / "dict.txt", "--tgtdict", out / "dict.txt",
+                              "--workers", "1")
     return d / "bin", src, tgt
 
 

@@ -28,7 +28,7 @@ from ..data.complete_batches import CompleteBatchesMixin
 from ..sequence_generator import LENPEN_FORMULAS, PMLMSequenceGenerator
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL, random_token_candidates
 from .autocast import AutocastConfig, BF16AutocastMixin
-from .pseudo_masked_lm import load_pmlm_dictionary
+from .pseudo_masked_lm import PMLMDictionaryMixin, load_pmlm_dictionary
 
 logger = logging.getLogger(__name__)
 # s2s-ft's word drop replaces a chosen target input as pre-training corrupts a masked token
@@ -97,7 +97,7 @@ class WordDropPairDataset(CompleteBatchesMixin, LanguagePairDataset):
 
 
 @register_task("pmlm_seq2seq", dataclass=PMLMSeq2SeqConfig)
-class PMLMSeq2SeqTask(BF16AutocastMixin, FairseqTask):
+class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
     cfg: PMLMSeq2SeqConfig
 
     def __init__(self, cfg, dictionary):
@@ -191,11 +191,3 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, FairseqTask):
 
     def max_positions(self):
         return (self.cfg.max_source_positions, self.cfg.max_target_positions)
-
-    @property
-    def source_dictionary(self):
-        return self.dictionary
-
-    @property
-    def target_dictionary(self):
-        return self.dictionary

@@ -34,6 +34,18 @@ def load_pmlm_dictionary(data, names=("dict.txt",)):
     return dictionary
 
 
+class PMLMDictionaryMixin:
+    """The plugin's tasks read and write one dictionary, ``self.dictionary`` (load_pmlm_dictionary)."""
+
+    @property
+    def source_dictionary(self):
+        return self.dictionary
+
+    @property
+    def target_dictionary(self):
+        return self.dictionary
+
+
 @dataclass
 class PseudoMaskedLMConfig(AutocastConfig):
     data: str = field(
@@ -67,7 +79,7 @@ class PseudoMaskedLMConfig(AutocastConfig):
 
 
 @register_task("pseudo_masked_lm", dataclass=PseudoMaskedLMConfig)
-class PseudoMaskedLMTask(BF16AutocastMixin, FairseqTask):
+class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
     cfg: PseudoMaskedLMConfig
 
     def __init__(self, cfg: PseudoMaskedLMConfig, dictionary):
@@ -115,14 +127,6 @@ class PseudoMaskedLMTask(BF16AutocastMixin, FairseqTask):
         except ValueError as e:  # name the file the user has to fix
             raise ValueError(f"{split_path}: {e}") from None
         self.datasets[split] = dataset
-
-    @property
-    def source_dictionary(self):
-        return self.dictionary
-
-    @property
-    def target_dictionary(self):
-        return self.dictionary
 
     def max_positions(self):
         return self.cfg.tokens_per_sample

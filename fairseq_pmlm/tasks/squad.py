@@ -21,7 +21,7 @@ from ..data.squad_json import read_squad_json
 from ..symbols import SPAN_HEAD
 from ..weights.tokenizer_files import piece_encoder
 from .autocast import AutocastConfig, BF16AutocastMixin
-from .pseudo_masked_lm import load_pmlm_dictionary
+from .pseudo_masked_lm import PMLMDictionaryMixin, load_pmlm_dictionary
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class PMLMSquadConfig(AutocastConfig):
 
 
 @register_task("pmlm_squad", dataclass=PMLMSquadConfig)
-class PMLMSquadTask(BF16AutocastMixin, FairseqTask):
+class PMLMSquadTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
     cfg: PMLMSquadConfig
 
     def __init__(self, cfg, dictionary, sp):
@@ -84,11 +84,3 @@ class PMLMSquadTask(BF16AutocastMixin, FairseqTask):
 
     def max_positions(self):
         return self.cfg.max_positions
-
-    @property
-    def source_dictionary(self):
-        return self.dictionary
-
-    @property
-    def target_dictionary(self):
-        return self.dictionary
