@@ -15,11 +15,11 @@ import time
 from argparse import Namespace
 
 import torch
+from bench_pretrain import synchronize  # scripts/ is on sys.path: the script's own folder
 from fairseq.data import Dictionary
 from fairseq.sequence_generator import SequenceGenerator
 
 import fairseq_pmlm  # noqa: F401  (registers the model)
-from bench_pretrain import synchronize  # scripts/ is on sys.path: the script's own folder
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
 from fairseq_pmlm.modules.ngram_repeat_block import fix_repeat_ngram_blocker
 from fairseq_pmlm.tasks.pseudo_masked_lm import MASK_SYMBOL, PSEUDO_SYMBOL

@@ -23,11 +23,11 @@ import sys
 import tempfile
 from argparse import Namespace
 
-import torch
-
 import bench_generate
 import bench_pretrain
+import torch
 from bench_pretrain import REPO
+
 from fairseq_pmlm.modules.attention_rule import ORIGINAL
 
 SIZES = {
@@ -134,7 +134,8 @@ def pretraining_rows(a, s, work, device, peak):
         memory = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
         first = batches[0] if isinstance(batches, list) else batches
         vocab = len(task.source_dictionary)
-        flops = sum(train_flops(b, s, vocab, task.source_dictionary.pad()) for b in (batches if isinstance(batches, list) else [batches]))
+        pad = task.source_dictionary.pad()
+        flops = sum(train_flops(b, s, vocab, pad) for b in (batches if isinstance(batches, list) else [batches]))
         processed = sum(int(b["net_input"]["src_tokens"].numel()) for b in
                         (batches if isinstance(batches, list) else [batches]))
         del trainer, task

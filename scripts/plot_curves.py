@@ -42,11 +42,12 @@ def main():
         sys.exit(f"error: {a.log} has fewer than 2 train_inner records (use --log-format json)")
     keys = [k for k in METRICS if k in train[0]]
 
-    print(f"{'metric':<10} {'first':>9} {'last':>9}   (train, updates {train[0]['num_updates']} -> {train[-1]['num_updates']})")
+    head = f"{'metric':<10} {'first':>9} {'last':>9}"
+    print(f"{head}   (train, updates {train[0]['num_updates']} -> {train[-1]['num_updates']})")
     for k in keys:
         print(f"{k:<10} {value(train[0], k):>9.3f} {value(train[-1], k):>9.3f}")
     if len(valid) >= 2:
-        print(f"{'metric':<10} {'first':>9} {'last':>9}   (valid, updates {valid[0]['valid_num_updates']} -> {valid[-1]['valid_num_updates']})")
+        print(f"{head}   (valid, updates {valid[0]['valid_num_updates']} -> {valid[-1]['valid_num_updates']})")
         for k in keys:
             if ("valid_" + k) in valid[0]:
                 print(f"{k:<10} {value(valid[0], k, 'valid_'):>9.3f} {value(valid[-1], k, 'valid_'):>9.3f}")

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# The test suite: sets .venv up if needed (idempotent), then pytest inside it.
+# The test suite: sets .venv up if needed (idempotent), lints (ruff with the rules of
+# pyproject.toml and shellcheck with those of .shellcheckrc: both must be clean), then runs pytest.
 # Extra arguments go to pytest: `bash scripts/test.sh -k masking -x`, `... tests/test_model.py`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup_env.sh
+echo "test.sh: ruff check and shellcheck"
+ruff check --quiet . || { echo "test.sh: error: ruff check failed (see above)" >&2; exit 1; }
+mapfile -t shell_scripts < <(find scripts .ci -type f \( -name '*.sh' -o -path .ci/run \) | sort)
+shellcheck "${shell_scripts[@]}" || { echo "test.sh: error: shellcheck failed (see above)" >&2; exit 1; }
 # the whole suite unless a test file or directory was named
 paths=(tests)
 for arg in "$@"; do [[ $arg != -* && -e ${arg%%::*} ]] && paths=(); done

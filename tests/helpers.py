@@ -60,7 +60,8 @@ def random_documents(rng, d, n_docs, sents=(1, 8), words_per_sent=(3, 30)):
     lines = []
     for _ in range(n_docs):
         for _ in range(int(rng.integers(*sents))):
-            lines.append(rng.integers(d.nspecial, d.nspecial + N_WORDS, size=int(rng.integers(*words_per_sent))).tolist())
+            n = int(rng.integers(*words_per_sent))
+            lines.append(rng.integers(d.nspecial, d.nspecial + N_WORDS, size=n).tolist())
         lines.append([])
     return lines
 

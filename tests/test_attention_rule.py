@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import OBJECTIVES, collate, example, random_context
 from fairseq_pmlm.modules.attention_rule import CONTEXT, ORIGINAL, PAD, PSEUDO, attention_allowed
 from fairseq_pmlm.symbols import PSEUDO_SYMBOL
+
+from helpers import OBJECTIVES, collate, example, random_context
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -12,11 +12,22 @@ import numpy as np
 import pytest
 
 from fairseq_pmlm.data.pmlm_dataset import pack_documents
-from fairseq_pmlm.modules.attention_rule import CONTEXT
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
+from fairseq_pmlm.modules.attention_rule import CONTEXT
 from fairseq_pmlm.tasks.pseudo_masked_lm import PseudoMaskedLMConfig, PseudoMaskedLMTask
-from cli import (assert_fails_with, binarize, checkpoints, log_line, memorisable_documents,
-                 preprocess, records, shared_corpus, submit, train)
+
+from cli import (
+    assert_fails_with,
+    binarize,
+    checkpoints,
+    log_line,
+    memorisable_documents,
+    preprocess,
+    records,
+    shared_corpus,
+    submit,
+    train,
+)
 
 VALID = [["a valid document .", "of two sentences ."]]
 LONG = " ".join(f"t{i % 30}" for i in range(150))  # 150 tokens > 61 = 64 - 3 specials
@@ -164,7 +175,8 @@ def test_in_process_checkpoint_weights_refuse_another_dictionary(runs):
     again.load_state_dict(a.state_dict())  # control: the same dictionary loads
     for other in ("same_size", "other_size"):
         b = UniLMv2Model(cfg, setup_task(runs[other]).dictionary)
-        assert (len(b.transformer.embed_tokens.weight) == len(a.transformer.embed_tokens.weight)) == (other == "same_size")
+        same_size = len(b.transformer.embed_tokens.weight) == len(a.transformer.embed_tokens.weight)
+        assert same_size == (other == "same_size")
         with pytest.raises(ValueError, match="different dictionary"):
             b.load_state_dict(a.state_dict())
 
@@ -173,7 +185,8 @@ def test_in_process_skip_and_split_counts_and_no_token_of_a_long_sentence_lost(r
     task = setup_task(runs["short_long"], tokens_per_sample=64)
     with caplog.at_level(logging.INFO, logger="fairseq_pmlm"):
         task.load_dataset("train")
-    assert "from 6 documents; skipped 2 documents of fewer than 2 tokens; split 1 sentences longer than 61 tokens" in caplog.text
+    assert ("from 6 documents; skipped 2 documents of fewer than 2 tokens; split 1 sentences longer than 61 tokens"
+            in caplog.text)
     ds = task.datasets["train"]
     assert ds.sizes.max() <= 64
     for i in range(len(ds)):  # every context fits: [SOS] S1 [EOS] S2 [EOS] <= 64 tokens

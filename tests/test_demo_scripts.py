@@ -60,7 +60,7 @@ def test_score_prints_the_table_the_bootstrap_and_the_examples(tmp_path):
                           capture_output=True, text=True, check=True)
     lines = proc.stdout.splitlines()
     assert lines[1].startswith("| system | ROUGE-1") and lines[3].startswith("| good |")
-    assert any(l.startswith("ROUGE-L good minus bad: +") for l in lines)
+    assert any(line.startswith("ROUGE-L good minus bad: +") for line in lines)
     assert "example 1 (test line 1)" in proc.stdout and "example 2 (test line 3)" in proc.stdout
     assert "  bad: socket socket" in proc.stdout
 

@@ -12,8 +12,9 @@ import types
 
 import pytest
 
-from cli import ENV, REPO, free_port, submit
 from fairseq_pmlm import distributed_train
+
+from cli import ENV, REPO, free_port, submit
 
 
 def rank_env(rank, world_size, port):
@@ -126,7 +127,10 @@ def test_ranks_with_different_command_lines_fail_naming_the_difference(rank, mon
     good launch, test_distributed.py)."""
     argvs = [["data", "--user-dir", "u", "--lr", "1e-3"], ["data", "--user-dir", "u", "--lr", "5e-4"]]
     monkeypatch.setattr(distributed_train.dist, "get_world_size", lambda: 2)
-    monkeypatch.setattr(distributed_train.dist, "all_gather_object", lambda out, obj: out.__setitem__(slice(None), argvs))
+    def all_gather_object(out, obj):
+        out[:] = argvs
+
+    monkeypatch.setattr(distributed_train.dist, "all_gather_object", all_gather_object)
     with pytest.raises(SystemExit) as e:
         distributed_train.check_same_command_line(argvs[rank], rank)
     assert str(e.value) == (f"fairseq_pmlm.distributed_train: error: rank {rank}: the ranks were started with "
@@ -143,6 +147,7 @@ def test_plain_fairseq_train_under_torchrun_refuses_to_train_alone(monkeypatch):
     world size comes from the CUDA device count); building the model stops it instead of
     letting each process train a separate world-size-1 copy."""
     from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
+
     from helpers import make_dictionary
 
     task = types.SimpleNamespace(cfg=types.SimpleNamespace(), source_dictionary=make_dictionary())

@@ -13,9 +13,10 @@ import pytest
 import torch
 from fairseq.data import Dictionary
 
-from cli import ENV, REPO, submit
 from fairseq_pmlm.data.glue_tsv import TASKS, GlueFormatError, read_glue_tsv
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model, dictionary_digest, nlu_layout
+
+from cli import ENV, REPO, submit
 from helpers import make_dictionary
 from nlu import marker_rte, pretrained, sentence, tokenizer
 
@@ -114,7 +115,8 @@ def write(path, text):
 def test_tsv_columns_per_task(tmp_path):
     cola = write(tmp_path / "cola.tsv", "gj04\t1\t\tThe sailors rode the breeze clear of the rocks.\n")
     assert read_glue_tsv(cola, TASKS["CoLA"]) == ([("The sailors rode the breeze clear of the rocks.", None, "1")], 0)
-    mrpc = write(tmp_path / "mrpc.tsv", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t7\t8\tHe said \"yes.\tHe agreed\n")
+    mrpc = write(tmp_path / "mrpc.tsv",
+                 "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t7\t8\tHe said \"yes.\tHe agreed\n")
     assert read_glue_tsv(mrpc, TASKS["MRPC"]) == ([('He said "yes.', "He agreed", "1")], 0)
     head = "\t".join(f"c{i}" for i in range(12))
     mnli_dev = write(tmp_path / "mnli.tsv", head + "\t4\t5\t6\tgold_label\n" +
@@ -165,12 +167,13 @@ def test_prepare_script_reports_the_bad_row_in_one_line(tmp_path, monkeypatch):
     write(tmp_path / "spm.model", "")
     write(tmp_path / "dict.txt", "a 1\n")
     monkeypatch.setattr(sys, "argv", ["prepare_glue.py", "--task", "RTE", "--glue-dir", str(tmp_path / "RTE"),
-                                      "--spm-model", str(tmp_path / "spm.model"), "--srcdict", str(tmp_path / "dict.txt"),
-                                      "--destdir", str(tmp_path / "out")])
+                                      "--spm-model", str(tmp_path / "spm.model"),
+                                      "--srcdict", str(tmp_path / "dict.txt"), "--destdir", str(tmp_path / "out")])
     monkeypatch.setattr(module.spm, "SentencePieceProcessor", lambda **kw: None)  # the model is never used
     with pytest.raises(SystemExit) as e:
         module.main()
-    assert str(e.value) == f"prepare_glue.py: error: {tmp_path / 'RTE' / 'train.tsv'}:2: 2 tab-separated columns, RTE needs at least 4"
+    assert str(e.value) == (f"prepare_glue.py: error: {tmp_path / 'RTE' / 'train.tsv'}:2: "
+                            "2 tab-separated columns, RTE needs at least 4")
 
 
 # ---------------------------------------------------------------- the recipe, end to end

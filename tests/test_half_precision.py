@@ -19,9 +19,10 @@ import torch
 import torch.nn as nn
 from fairseq.data import data_utils
 
-from helpers import collate, example, make_dictionary, random_context
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
 from fairseq_pmlm.modules.attention_rule import PAD
+
+from helpers import collate, example, make_dictionary, random_context
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

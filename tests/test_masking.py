@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import FakeLines, N_WORDS, make_dataset, make_dictionary, special_ids, words
 from fairseq_pmlm.data.blockwise_masking import MaskingConfig, sample_blocks
 from fairseq_pmlm.data.pmlm_dataset import pack_documents
 from fairseq_pmlm.modules.attention_rule import CONTEXT, ORIGINAL, PSEUDO
 from fairseq_pmlm.symbols import MASK_SYMBOL, PSEUDO_SYMBOL
+
+from helpers import N_WORDS, make_dataset, make_dictionary, special_ids, words
 
 N_EXAMPLES = 180
 
@@ -236,17 +237,17 @@ def test_each_step_is_its_p_tokens_then_its_originals_and_p_predicts_the_origina
         n_ctx = int((e["kinds"] == CONTEXT).sum())
         col = n_ctx
         for s, block in enumerate(steps_of(e), start=1):
-            l = len(block)
-            # steps are laid out in order: l [P]s then l originals, contiguous
-            assert e["kinds"][col : col + l].tolist() == [PSEUDO] * l
-            assert e["kinds"][col + l : col + 2 * l].tolist() == [ORIGINAL] * l
-            assert e["steps"][col : col + 2 * l].tolist() == [s] * (2 * l)
-            assert e["positions"][col + l : col + 2 * l].tolist() == block
-            assert (e["tokens"][col : col + l] == p_idx).all()
-            assert torch.equal(e["tokens"][col + l : col + 2 * l], raw[block])  # true copies
-            assert torch.equal(e["target"][col : col + l], raw[block])  # [P] predicts the original
-            assert (e["target"][col + l : col + 2 * l] == d.pad()).all()  # copies carry no loss
-            col += 2 * l
+            n = len(block)
+            # steps are laid out in order: n [P]s then n originals, contiguous
+            assert e["kinds"][col : col + n].tolist() == [PSEUDO] * n
+            assert e["kinds"][col + n : col + 2 * n].tolist() == [ORIGINAL] * n
+            assert e["steps"][col : col + 2 * n].tolist() == [s] * (2 * n)
+            assert e["positions"][col + n : col + 2 * n].tolist() == block
+            assert (e["tokens"][col : col + n] == p_idx).all()
+            assert torch.equal(e["tokens"][col + n : col + 2 * n], raw[block])  # true copies
+            assert torch.equal(e["target"][col : col + n], raw[block])  # [P] predicts the original
+            assert (e["target"][col + n : col + 2 * n] == d.pad()).all()  # copies carry no loss
+            col += 2 * n
         assert col == len(e["kinds"])
 
 
@@ -309,7 +310,8 @@ def test_an_example_is_a_function_of_seed_epoch_and_index(d):
     first = [a[i] for i in range(n)]
     for i in reversed(range(n)):  # another instance, another access order
         e = b[i]
-        assert all(torch.equal(first[i][k], e[k]) for k in ("tokens", "positions", "segments", "kinds", "steps", "target"))
+        keys = ("tokens", "positions", "segments", "kinds", "steps", "target")
+        assert all(torch.equal(first[i][k], e[k]) for k in keys)
     a.set_epoch(2)
     second = [a[i] for i in range(n)]
     differ = sum(not (len(x["kinds"]) == len(y["kinds"]) and torch.equal(x["tokens"], y["tokens"])
@@ -342,7 +344,7 @@ def test_pack_documents_skips_short_documents_splits_long_sentences_and_counts_b
 
 def test_pack_documents_never_mixes_documents_and_keeps_every_token_of_usable_ones_in_order():
     rng = np.random.default_rng(12)
-    for trial in range(30):
+    for _ in range(30):
         max_tokens = int(rng.integers(3, 40))
         sizes, doc_of_line, docs = [], {}, []
         for doc in range(int(rng.integers(1, 12))):

@@ -16,8 +16,9 @@ from fairseq import checkpoint_utils, options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.optim import FP16Optimizer, MemoryEfficientFP16Optimizer
 
-from cli import USER_DIR, checkpoints, memorisable_documents, preprocess, records, train_args, train_many
 from fairseq_pmlm.tasks.autocast import AutocastConfig, BF16AutocastMixin
+
+from cli import checkpoints, memorisable_documents, preprocess, records, train_args, train_many
 
 UPDATES = 40
 # per logged update (fairseq rounds the loss to 3 decimals), in bits: the runs start from the

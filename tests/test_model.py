@@ -8,9 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import collate, example, hidden, random_context, tiny_transformer
 from fairseq_pmlm.modules.attention_rule import PAD, TokenDescription, attention_allowed
 from fairseq_pmlm.modules.relative_position import relative_position_bucket
+
+from helpers import collate, example, hidden, random_context, tiny_transformer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -146,14 +147,15 @@ def spec_forward(model, ni):
     allowed = attention_allowed(ni["kinds"], ni["steps"], ni["kinds"], ni["steps"]).unsqueeze(1)
     rel = pos.unsqueeze(1) - pos.unsqueeze(2)
     bias = model.rel_pos_bias.weight[:, t5_bucket(rel)].permute(1, 0, 2, 3) if model.rel_pos_bias is not None else 0.0
+
+    def heads(lin, x):
+        B, T, C = x.shape
+        return lin(x).view(B, T, H, C // H).permute(0, 2, 1, 3)
+
     for layer in model.layers:
         a = layer.attn
         B, T, C = x.shape
-
-        def heads(lin):
-            return lin(x).view(B, T, H, C // H).permute(0, 2, 1, 3)
-
-        q, k, v = heads(a.query), heads(a.key), heads(a.value)
+        q, k, v = heads(a.query, x), heads(a.key, x), heads(a.value, x)
         scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(C // H) + bias
         scores = scores.masked_fill(~allowed, float("-inf"))
         y = torch.einsum("bhqk,bhkd->bhqd", scores.softmax(-1), v).permute(0, 2, 1, 3).reshape(B, T, C)
@@ -231,7 +233,8 @@ def test_attention_plan_splits_only_full_pre_training_batches_and_is_one_block_w
     T = desc.kinds.size(1)
     assert [b[:3] for b in model.attention_plan(desc, desc, torch.float32, p)] == [(0, p, p), (p, T, T)]
     assert [b[:3] for b in model.attention_plan(desc, desc, torch.float32)] == [(0, T, T)]
-    assert [b[:3] for b in model.attention_plan(desc.columns(0, p), desc.columns(0, p), torch.float32, p)] == [(0, p, p)]
+    context = desc.columns(0, p)
+    assert [b[:3] for b in model.attention_plan(context, context, torch.float32, p)] == [(0, p, p)]
     last = desc.columns(T - 2)
     assert [b[:3] for b in model.attention_plan(last, desc, torch.float32, p)] == [(0, 2, T)]
 

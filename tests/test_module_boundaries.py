@@ -2,8 +2,8 @@
 has one home, models and criteria do not reach into tasks, and what the recipes read without
 fairseq really imports without it."""
 import ast
-import json
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -79,9 +79,9 @@ NOTICES = [  # as Hydra and torch word them (fairseq 0.12 triggers each on every
     (UserWarning, "hydra.experimental.initialize() is no longer experimental. Use hydra.initialize()"),
     (UserWarning, "\nThe version_base parameter is not specified.\nHydra will assume defaults for version 1.1."),
     (UserWarning, "In 'config': Usage of deprecated keyword in package header '# @package _group_'."),
-    (UserWarning, "\n'config' is validated against ConfigStore schema with the same name.\nThis behavior is deprecated"),
+    (UserWarning, "\n'config' is validated against ConfigStore schema with the same name.\nThis behavior"),
     (UserWarning, "\nThe strict flag in the compose API is deprecated.\nSee https://hydra.cc/docs/1.2/upgrades/"),
-    (FutureWarning, "`torch.cuda.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cuda', args...)`"),
+    (FutureWarning, "`torch.cuda.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cuda', ...)`"),
     (UserWarning, "'pin_memory' argument is set as true but no accelerator is found, then device pinned memory won't"),
 ]
 

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import collate, example, logits, random_context, tiny_transformer, words
 from fairseq_pmlm.modules.attention_rule import CONTEXT, ORIGINAL, PAD, PSEUDO
+
+from helpers import collate, example, logits, random_context, tiny_transformer, words
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -45,7 +46,8 @@ CONFIGS = {  # attention path, relative bias buckets, use the collated prefix_le
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
-def test_changing_the_originals_of_block_i_changes_no_ae_or_par_logit_up_to_step_i_but_changes_later_par_logits(config, dictionary):
+def test_changing_the_originals_of_block_i_changes_no_ae_or_par_logit_up_to_step_i_but_changes_later_par_logits(
+        config, dictionary):
     impl, buckets, prefix = CONFIGS[config]
     model = tiny_transformer(len(dictionary), buckets, impl)
     rng = np.random.default_rng(100 + list(CONFIGS).index(config))
@@ -86,7 +88,8 @@ def test_changing_the_originals_of_block_i_changes_no_ae_or_par_logit_up_to_step
     assert n_later >= 40  # many (step i, later step) pairs were checked
 
 
-def test_with_80_10_10_corruption_the_appended_copies_of_step_i_are_invisible_to_ae_and_to_par_of_steps_up_to_i(dictionary):
+def test_with_80_10_10_corruption_the_appended_copies_of_step_i_are_invisible_to_ae_and_to_par_of_steps_up_to_i(
+        dictionary):
     """Default corruption: the context may show random or kept tokens, so perturb only the
     appended original copies of step i (the context stays as it is)."""
     model = tiny_transformer(len(dictionary))

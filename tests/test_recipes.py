@@ -88,7 +88,8 @@ def nlu_and_weights_branch(tmp, pre, pmlm, rte, squad_train, squad_dev):
            "--checkpoint", pmlm, "--save-dir", tmp / "squad", "--v2", "--batch-size", "8", "--epochs", "1",
            "--max-positions", "32", "--doc-stride", "8", "--", "--max-query-len", "8", *FEW)
     squad = tmp / "squad"
-    recipe(done, "squad/evaluate_squad.py", squad_dev, squad / "predictions.json", "--na-prob-file", squad / "null_odds.json")
+    recipe(done, "squad/evaluate_squad.py", squad_dev, squad / "predictions.json",
+           "--na-prob-file", squad / "null_odds.json")
     recipe(done, "convert_checkpoint.py", "export", pmlm, tmp / "hf")
     recipe(done, "convert_checkpoint.py", "import", tmp / "hf", tmp / "reimported")
     return done

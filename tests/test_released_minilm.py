@@ -221,11 +221,13 @@ def test_glue_and_squad_read_the_wordpiece_tokenizer_of_a_converted_directory(co
     tok = BertTokenizer(str(out / "vocab.txt"), do_lower_case=True)
     rte = tmp_path / "RTE"
     rte.mkdir()
-    rows = [("The cat sat on the mat.", "A cat sat.", "entailment"), ("Dogs bark loudly.", "Cats bark.", "not_entailment")]
+    rows = [("The cat sat on the mat.", "A cat sat.", "entailment"),
+            ("Dogs bark loudly.", "Cats bark.", "not_entailment")]
     for split in ("train", "dev"):
         (rte / f"{split}.tsv").write_text("index\tsentence1\tsentence2\tlabel\n" +
                                           "".join(f"{i}\t{a}\t{b}\t{lab}\n" for i, (a, b, lab) in enumerate(rows)))
-    spec = importlib.util.spec_from_file_location("prepare_glue", os.path.join(REPO, "scripts", "glue", "prepare_glue.py"))
+    path = os.path.join(REPO, "scripts", "glue", "prepare_glue.py")
+    spec = importlib.util.spec_from_file_location("prepare_glue", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     monkeypatch.setattr(sys, "argv", ["prepare_glue.py", "--task", "RTE", "--glue-dir", str(rte),

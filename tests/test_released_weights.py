@@ -89,7 +89,8 @@ def converted_bert(tmp_path_factory, bert_dir):
 def load_fairseq(out):
     from fairseq import checkpoint_utils
 
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(out / "model.pt")], arg_overrides={"data": str(out)})
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(out / "model.pt")],
+                                                                      arg_overrides={"data": str(out)})
     return models[0].eval(), task
 
 
@@ -226,12 +227,15 @@ def test_kept_layers_are_the_sources_layers_renumbered(bert_dir, tmp_path):
 
 def test_recipe_info_gives_the_arch_flags_and_tokenizer_of_a_converted_directory(converted_bert):
     out, info = converted_bert
-    run = lambda *a: subprocess.run([sys.executable, os.path.join(REPO, "scripts", "recipe_info.py"), *map(str, a)],  # noqa: E731
-                                    capture_output=True, text=True)
+    def run(*args):
+        return subprocess.run([sys.executable, os.path.join(REPO, "scripts", "recipe_info.py"), *map(str, args)],
+                              capture_output=True, text=True)
+
     flags = run("model-flags", out / "model.pt")
     assert flags.returncode == 0 and flags.stdout.split() == ["--arch", info["arch"], *info["flags"]]
     bpe = run("bpe-flags", out)
-    assert bpe.stdout.split() == ["--bpe", "bert", "--bpe-vocab-file", str(out / "vocab.txt")]  # uncased: no --bpe-cased
+    # uncased: no --bpe-cased
+    assert bpe.stdout.split() == ["--bpe", "bert", "--bpe-vocab-file", str(out / "vocab.txt")]
     missing = run("bpe-flags", out / "nowhere")
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "has no tokenizer" in missing.stderr
 
@@ -262,12 +266,18 @@ def reference_unilmv2_forward(sd, ids, mask, types, eps):
     from transformers.models.t5.modeling_t5 import T5Attention
 
     f = torch.nn.functional
-    ln = lambda x, p: f.layer_norm(x, (DIM,), sd[p + ".weight"], sd[p + ".bias"], eps)  # noqa: E731
-    lin = lambda x, p: f.linear(x, sd[p + ".weight"], sd[p + ".bias"])  # noqa: E731
+
+    def ln(x, p):
+        return f.layer_norm(x, (DIM,), sd[p + ".weight"], sd[p + ".bias"], eps)
+
+    def lin(x, p):
+        return f.linear(x, sd[p + ".weight"], sd[p + ".bias"])
+
     B, T = ids.shape
     pos = torch.arange(T)
     e = "bert.embeddings."
-    x = sd[e + "word_embeddings.weight"][ids] + sd[e + "position_embeddings.weight"][pos] + sd[e + "token_type_embeddings.weight"][types]
+    x = (sd[e + "word_embeddings.weight"][ids] + sd[e + "position_embeddings.weight"][pos]
+         + sd[e + "token_type_embeddings.weight"][types])
     x = ln(x, e + "LayerNorm")
     bucket = T5Attention._relative_position_bucket(pos[None, :] - pos[:, None], True, REL_BUCKETS, REL_MAX)
     bias = sd["bert.encoder.rel_pos_bias.weight"][:, bucket]  # [H, T, T]
@@ -276,9 +286,11 @@ def reference_unilmv2_forward(sd, ids, mask, types, eps):
         p = f"bert.encoder.layer.{i}."
         a = p + "attention.self."
         qkv_bias = torch.cat([sd[a + "q_bias"], torch.zeros_like(sd[a + "v_bias"]), sd[a + "v_bias"]])
-        q, k, v = f.linear(x, sd[a + "qkv_linear.weight"], qkv_bias).view(B, T, 3, HEADS, DIM // HEADS).permute(2, 0, 3, 1, 4)
+        qkv = f.linear(x, sd[a + "qkv_linear.weight"], qkv_bias)
+        q, k, v = qkv.view(B, T, 3, HEADS, DIM // HEADS).permute(2, 0, 3, 1, 4)
         att = (q @ k.transpose(-1, -2) / (DIM // HEADS) ** 0.5 + bias).softmax(-1) @ v
-        x = ln(x + lin(att.transpose(1, 2).reshape(B, T, DIM), p + "attention.output.dense"), p + "attention.output.LayerNorm")
+        att = lin(att.transpose(1, 2).reshape(B, T, DIM), p + "attention.output.dense")
+        x = ln(x + att, p + "attention.output.LayerNorm")
         x = ln(x + lin(f.gelu(lin(x, p + "intermediate.dense")), p + "output.dense"), p + "output.LayerNorm")
     c = "cls.predictions."
     head = f.layer_norm(f.gelu(lin(x, c + "transform.dense")), (DIM,), sd[c + "transform.LayerNorm.weight"],
@@ -296,7 +308,8 @@ def released(tmp_path_factory, vocab_tokens):
     sd.pop("cls.predictions.decoder.weight", None)
     sd.pop("cls.predictions.decoder.bias", None)
     torch.save(sd, d / "unilm2-tiny-uncased.bin")
-    config = {**hf_config(len(vocab_tokens), layer_norm_eps=eps).to_dict(), "rel_pos_bins": REL_BUCKETS, "max_rel_pos": REL_MAX}
+    config = {**hf_config(len(vocab_tokens), layer_norm_eps=eps).to_dict(),
+              "rel_pos_bins": REL_BUCKETS, "max_rel_pos": REL_MAX}
     (d / "unilm2-tiny-uncased-config.json").write_text(json.dumps(config))
     vocab.write_vocab(d / "unilm2-tiny-uncased-vocab.txt", vocab_tokens)
     out = d / "converted"
@@ -355,7 +368,8 @@ def test_export_then_import_gives_identical_weights_and_outputs(released, tmp_pa
     assert torch.equal(h1[mask], h2[mask]) and torch.equal(l1[mask], l2[mask])
 
 
-def test_export_with_the_original_vocab_restores_bert_ids_and_hugging_face_outputs(bert_dir, converted_bert, tmp_path, vocab_tokens):
+def test_export_with_the_original_vocab_restores_bert_ids_and_hugging_face_outputs(bert_dir, converted_bert, tmp_path,
+                                                                                    vocab_tokens):
     from transformers import BertForMaskedLM
 
     (src_dir, hf), (out, _) = bert_dir, converted_bert
@@ -385,9 +399,9 @@ def recipe(text, out, d):
     (d / "train.txt").write_text("\n".join(train) + "\n")
     (d / "valid.txt").write_text("\n".join(valid) + "\n")
     proc = subprocess.run(
-        ["bash", os.path.join(REPO, "scripts", "prepare_data.sh"), "--train", d / "train.txt", "--valid", d / "valid.txt",
-         "--name", "wp", "--destdir", d, "--wordpiece-vocab", out / "vocab.txt", "--srcdict", out / "dict.txt",
-         "--workers", "1"],
+        ["bash", os.path.join(REPO, "scripts", "prepare_data.sh"), "--train", d / "train.txt",
+         "--valid", d / "valid.txt", "--name", "wp", "--destdir", d, "--wordpiece-vocab", out / "vocab.txt",
+         "--srcdict", out / "dict.txt", "--workers", "1"],
         capture_output=True, text=True, env={**os.environ, **cli.ENV},
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -508,11 +522,13 @@ def test_fairseq_generate_with_bert_bpe_prints_detokenised_sources_and_targets(j
         "--required-batch-size-multiple", "1",  # this fairseq build drops a last batch smaller than it (default 8)
     )
     tok = BertTokenizer(str(out / "vocab.txt"), do_lower_case=True)
-    detok = lambda s: tok.decode(tok(s, add_special_tokens=False)["input_ids"], clean_up_tokenization_spaces=True)  # noqa: E731
+    def detok(s):
+        return tok.decode(tok(s, add_special_tokens=False)["input_ids"], clean_up_tokenization_spaces=True)
+
     for tag, lines in (("S", src), ("T", tgt)):
-        got = {int(l.split("\t")[0][2:]): l.split("\t")[1] for l in stdout.splitlines() if l.startswith(tag + "-")}
+        got = {int(r.split("\t")[0][2:]): r.split("\t")[1] for r in stdout.splitlines() if r.startswith(tag + "-")}
         assert got == {i: detok(line) for i, line in enumerate(lines)}
-    assert sum(l.startswith("D-") for l in stdout.splitlines()) == len(src)
+    assert sum(r.startswith("D-") for r in stdout.splitlines()) == len(src)
 
 
 def test_converted_checkpoint_trains_with_finetune_from_model_and_restore_file(jobs):
@@ -528,8 +544,9 @@ def test_converted_checkpoint_trains_with_finetune_from_model_and_restore_file(j
 
 
 def test_hub_interface_encodes_with_wordpiece_and_extracts_the_converted_features(converted_bert, text, vocab_tokens):
-    from fairseq_pmlm.models.unilmv2 import UniLMv2Model
     from transformers import BertTokenizer
+
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Model
 
     out, _ = converted_bert
     hub = UniLMv2Model.from_pretrained(str(out), checkpoint_file="model.pt")
@@ -572,19 +589,22 @@ def _rename(sd, old, new):
 
 
 BAD = {
-    "renamed_key_is_named_as_missing": (dict(edit_state=lambda sd: _rename(sd, "bert.encoder.layer.1.output.dense.weight",
-                                                                   "bert.encoder.layer.1.output.dense_x.weight")),
-                             ["missing key(s)", "bert.encoder.layer.1.output.dense.weight"]),
+    "renamed_key_is_named_as_missing": (
+        dict(edit_state=lambda sd: _rename(sd, "bert.encoder.layer.1.output.dense.weight",
+                                           "bert.encoder.layer.1.output.dense_x.weight")),
+        ["missing key(s)", "bert.encoder.layer.1.output.dense.weight"]),
     "foreign_key_is_named": (dict(edit_state=lambda sd: sd.__setitem__("bert.encoder.adapter.weight", torch.zeros(2))),
                              ["unknown key(s)", "bert.encoder.adapter.weight"]),
     "vocab_size_disagrees_with_embedding": (dict(extra_vocab=3), ["vocab.txt has", "rows"]),
     "config_layers_disagree_with_checkpoint": (dict(edit_config=lambda c: c.__setitem__("num_hidden_layers", 3)),
                                                ["num_hidden_layers 3", "layers 0, 1"]),
-    "config_hidden_disagrees_with_weights": (dict(edit_config=lambda c: c.update(hidden_size=48, num_attention_heads=4)),
-                                             ["has shape", "config.json implies"]),
+    "config_hidden_disagrees_with_weights": (
+        dict(edit_config=lambda c: c.update(hidden_size=48, num_attention_heads=4)),
+        ["has shape", "config.json implies"]),
     "announced_relative_table_missing": (dict(edit_config=lambda c: c.update(rel_pos_bins=32, max_rel_pos=128)),
                                          ["missing key(s)", "bert.encoder.rel_pos_bias.weight"]),
-    "unsupported_activation": (dict(edit_config=lambda c: c.__setitem__("hidden_act", "gelu_new")), ["hidden_act 'gelu_new'"]),
+    "unsupported_activation": (dict(edit_config=lambda c: c.__setitem__("hidden_act", "gelu_new")),
+                               ["hidden_act 'gelu_new'"]),
     "neither_vocab_txt_nor_tokenizer_json": (dict(vocab_as=None), ["no vocab.txt or tokenizer.json found"]),
     "tokenizer_json_of_another_kind": (dict(vocab_as="bpe"), ["tokenizer.json: a BPE tokenizer, not WordPiece"]),
 }

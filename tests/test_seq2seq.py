@@ -7,16 +7,17 @@ import numpy as np
 import pytest
 import torch
 from fairseq.data import data_utils
+from fairseq.dataclass.configs import GenerationConfig
 from fairseq.sequence_generator import SequenceGenerator
 from omegaconf import OmegaConf
 
-from conftest import make_dictionary
-from fairseq.dataclass.configs import GenerationConfig
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
-from fairseq_pmlm.tasks.pmlm_seq2seq import PMLMSeq2SeqConfig, PMLMSeq2SeqTask
 from fairseq_pmlm.modules import attention_rule
 from fairseq_pmlm.modules.attention_rule import CONTEXT, ORIGINAL, PAD, PSEUDO
 from fairseq_pmlm.scoring.rouge import rouge_scores
+from fairseq_pmlm.tasks.pmlm_seq2seq import PMLMSeq2SeqConfig, PMLMSeq2SeqTask
+
+from conftest import make_dictionary
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)
@@ -192,7 +193,8 @@ def test_prefix_sampling_and_nbest_behave_as_for_fairseq_models(rng):
         nbest = SequenceGenerator([model], d, beam_size=4, max_len_b=6).forward(sample)
         torch.manual_seed(0)
         from fairseq.search import Sampling
-        sampled = SequenceGenerator([model], d, beam_size=2, max_len_b=6, search_strategy=Sampling(d, sampling_topk=5)).forward(sample)
+        sampling = Sampling(d, sampling_topk=5)
+        sampled = SequenceGenerator([model], d, beam_size=2, max_len_b=6, search_strategy=sampling).forward(sample)
     for b in range(4):
         assert all(torch.equal(h["tokens"][:2], prefix[b]) for h in forced[b])
         scores = [float(h["score"]) for h in nbest[b]]
@@ -334,8 +336,8 @@ def test_train_then_generate_learns_a_copy_task(tmp_path):
     out = run("fairseq-generate", tmp_path / "bin", "--user-dir", user_dir,
               "--task", "pmlm_seq2seq", "--path", ckpt, "--gen-subset", "valid",
               "--beam", "4", "--batch-size", "16", "--max-len-b", "8", "--cpu", "--scoring", "rouge").stdout
-    refs = {l.split("\t")[0][2:]: l.split("\t")[1] for l in out.splitlines() if l.startswith("T-")}
-    hyps = {l.split("\t")[0][2:]: l.split("\t")[2] for l in out.splitlines() if l.startswith("H-")}
+    refs = {r.split("\t")[0][2:]: r.split("\t")[1] for r in out.splitlines() if r.startswith("T-")}
+    hyps = {r.split("\t")[0][2:]: r.split("\t")[2] for r in out.splitlines() if r.startswith("H-")}
     assert len(hyps) == 45
     exact = sum(hyps[i] == refs[i] for i in refs) / len(refs)
     assert exact >= 0.9, (exact, [(refs[i], hyps[i]) for i in list(refs)[:5]])
@@ -343,7 +345,7 @@ def test_train_then_generate_learns_a_copy_task(tmp_path):
     queries = ["w1 w2 w3 w4 w5", "w9 w9 w0 w7 w3", "w11 w4 w4 w2 w8"]
     inter = run("fairseq-interactive", tmp_path / "bin", "--user-dir", user_dir, "--task", "pmlm_seq2seq",
                 "--path", ckpt, "--beam", "4", "--max-len-b", "8", "--cpu", stdin="\n".join(queries) + "\n").stdout
-    answers = [l.split("\t")[2] for l in inter.splitlines() if l.startswith("H-")]
+    answers = [r.split("\t")[2] for r in inter.splitlines() if r.startswith("H-")]
     assert sum(a == q for a, q in zip(answers, queries)) >= 2, answers
 
     # the Python hub finds checkpoint_best.pt and the training data's dictionary by itself and

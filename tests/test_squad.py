@@ -11,24 +11,30 @@ import sys
 import pytest
 import sentencepiece as spm
 
-from cli import REPO, run, submit
 from fairseq_pmlm.data.span_alignment import align
-from fairseq_pmlm.data.squad_features import make_features, max_context, windows, EncodedExample
+from fairseq_pmlm.data.squad_features import EncodedExample, make_features, max_context, windows
 from fairseq_pmlm.data.squad_json import SquadExample, SquadFormatError, read_squad_json
 from fairseq_pmlm.scoring.squad_eval import compute_exact, compute_f1, evaluate, find_best_thresh, normalize_answer
+
+from cli import REPO, run, submit
 from helpers import make_dictionary
 from nlu import marker_squad, pretrained
 
 sys.path.insert(0, os.path.join(REPO, "scripts", "squad"))
 from predict_squad import predict  # noqa: E402
 
-
 # ---------------------------------------------------------------- alignment and windows
 
 def stdlib_text():
     """Real English with punctuation: docstrings of stdlib modules, plus unicode and runs of
     whitespace (tabs, newlines, no-break spaces) that sentencepiece normalises away."""
-    import argparse, collections, email, json as j, logging, string, textwrap  # noqa: E401
+    import argparse
+    import collections
+    import email
+    import json as j
+    import logging
+    import string
+    import textwrap
     docs = [inspect.getdoc(m) or "" for m in (argparse, collections, email, j, logging, string, textwrap)]
     docs += [inspect.getdoc(f) or "" for f in (textwrap.fill, collections.Counter, logging.basicConfig)]
     extra = "Café naïve façade — “quoted” 東京 ＡＢＣ ﬁnance Ωmega  \t two\u00a0spaces\n\n  end."
@@ -103,6 +109,7 @@ def test_answer_targets_point_into_the_window_that_holds_them():
 
 def test_decoding_picks_the_best_legal_span_and_says_no_answer_above_the_threshold():
     import torch
+
     from fairseq_pmlm.data.squad_decode import best_answer
 
     d = make_dictionary()
@@ -149,7 +156,8 @@ def test_normalisation_is_the_official_one():
 def test_exact_match_and_f1_hand_values():
     assert compute_exact("the Eiffel Tower", "Eiffel tower.") == 1
     assert compute_f1("Denver Broncos", "the Broncos") == pytest.approx(2 / 3)  # p 1, r 1/2
-    assert compute_f1("in the year 1990", "year 1990 and 1991") == pytest.approx(2 * (2 / 4) * (2 / 3) / (2 / 4 + 2 / 3))
+    p, r = 2 / 4, 2 / 3
+    assert compute_f1("in the year 1990", "year 1990 and 1991") == pytest.approx(2 * p * r / (p + r))
     assert compute_f1("", "") == 1 and compute_f1("", "x") == 0 and compute_f1("a", "") == 1  # "a" normalises to ""
     examples = [ex("1", "Denver Broncos", "the Denver Broncos", "Broncos"), ex("2", "1990s", "the 1990s"),
                 ex("3", "Saint Peter's", "St. Peter"), ex("4", impossible=True)]
@@ -177,7 +185,8 @@ def test_best_no_answer_threshold_hand_values():
 
 def squad_file(tmp_path, qas, context="The cat sat on the mat.", name="train.json"):
     path = tmp_path / name
-    path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}))
+    paragraphs = [{"context": context, "qas": qas}]
+    path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": paragraphs}]}))
     return path
 
 

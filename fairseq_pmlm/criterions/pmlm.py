@@ -7,7 +7,6 @@ loss / sample_size = mean AE loss + mean PAR loss. Losses are computed in fp32.
 import math
 from dataclasses import dataclass
 
-import torch
 import torch.nn.functional as F
 from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion

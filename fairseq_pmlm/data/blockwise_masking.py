@@ -77,7 +77,7 @@ def build_example(rng, context, segments, maskable, cfg, objective, mask_idx, ps
     if objective in ("ar", "ae+ar"):
         cfg = MaskingConfig(**{**cfg.__dict__, "block_prob": 0.0})
     blocks = sample_blocks(rng, maskable, cfg)
-    masked = np.concatenate([np.arange(p, p + l) for p, l in blocks]) if blocks else np.zeros(0, np.int64)
+    masked = np.concatenate([np.arange(p, p + n) for p, n in blocks]) if blocks else np.zeros(0, np.int64)
     n = len(context)
     target = np.full(n, pad_idx, dtype=np.int64)
     if ae:
@@ -91,13 +91,13 @@ def build_example(rng, context, segments, maskable, cfg, objective, mask_idx, ps
         "target": [target],
     }
     if par:
-        for step, (p, l) in enumerate(blocks, start=1):
-            span = np.arange(p, p + l)
+        for step, (p, n) in enumerate(blocks, start=1):
+            span = np.arange(p, p + n)
             original = context[span]
-            parts["tokens"] += [np.full(l, pseudo_idx), original]
+            parts["tokens"] += [np.full(n, pseudo_idx), original]
             parts["positions"] += [span, span]
             parts["segments"] += [segments[span], segments[span]]
-            parts["kinds"] += [np.full(l, PSEUDO), np.full(l, ORIGINAL)]
-            parts["steps"] += [np.full(l, step), np.full(l, step)]
-            parts["target"] += [original, np.full(l, pad_idx)]
+            parts["kinds"] += [np.full(n, PSEUDO), np.full(n, ORIGINAL)]
+            parts["steps"] += [np.full(n, step), np.full(n, step)]
+            parts["target"] += [original, np.full(n, pad_idx)]
     return {k: np.concatenate(v).astype(np.int64) for k, v in parts.items()}

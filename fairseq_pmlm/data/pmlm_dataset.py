@@ -58,7 +58,8 @@ def pack_documents(sizes, max_tokens):
 
 
 class PseudoMaskedLMDataset(CompleteBatchesMixin, FairseqDataset):
-    def __init__(self, lines, dictionary, tokens_per_sample, masking: MaskingConfig, objective, mask_idx, pseudo_idx, seed, split="train"):
+    def __init__(self, lines, dictionary, tokens_per_sample, masking: MaskingConfig, objective, mask_idx, pseudo_idx,
+                 seed, split="train"):
         self.lines = lines
         self.dictionary = dictionary
         self.masking = masking
@@ -78,7 +79,8 @@ class PseudoMaskedLMDataset(CompleteBatchesMixin, FairseqDataset):
         body = np.add.reduceat(lengths, self.offsets[:-1])
         self._sizes = body + 3  # context length: [SOS] S1 [EOS] S2 [EOS]
         # batching estimate of the appended part (two tokens per masked token), rounded up
-        self._num_tokens = self._sizes + (2 * np.ceil(masking.mask_prob * body) + 6).astype(np.int64) * (objective != "ae")
+        appended = (2 * np.ceil(masking.mask_prob * body) + 6).astype(np.int64) * (objective != "ae")
+        self._num_tokens = self._sizes + appended
         self.random_candidates = random_token_candidates(dictionary)
 
     @property

@@ -211,8 +211,9 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
             raise ValueError(f"generate: this checkpoint's task is {self.cfg.task._name}, not pmlm_seq2seq: "
                              "fine-tune it for sequence-to-sequence first (scripts/s2s/finetune.sh)")
         bos = self.src_dict.bos()
-        # the task adds [SOS] itself (as for fairseq-generate's binarized lines)
-        strip = (lambda t: t[1:] if t.numel() and t[0] == bos else t)
+        def strip(t):  # the task adds [SOS] itself (as for fairseq-generate's binarized lines)
+            return t[1:] if t.numel() and t[0] == bos else t
+
         if torch.is_tensor(tokenized_sentences) and tokenized_sentences.dim() == 1:
             tokenized_sentences = strip(tokenized_sentences)
         else:

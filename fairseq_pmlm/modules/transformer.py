@@ -17,7 +17,6 @@ from ..arch import DEFAULTS
 from .attention_rule import CONTEXT, TokenDescription, attention_allowed
 from .relative_position import relative_position_bucket
 
-
 # bound of the relative-position bias: half of fp16's largest finite value (65504)
 BIAS_LIMIT = torch.finfo(torch.float16).max / 2
 

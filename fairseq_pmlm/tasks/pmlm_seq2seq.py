@@ -16,8 +16,13 @@ import numpy as np
 import torch
 from fairseq import utils
 from fairseq.data import (
-    AppendTokenDataset, LanguagePairDataset, ListDataset, PrependTokenDataset, StripTokenDataset,
-    TruncateDataset, data_utils,
+    AppendTokenDataset,
+    LanguagePairDataset,
+    ListDataset,
+    PrependTokenDataset,
+    StripTokenDataset,
+    TruncateDataset,
+    data_utils,
 )
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import FairseqTask, register_task
@@ -138,7 +143,8 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         if not split.startswith("test"):
             # train/valid targets carry a loss, so they must fit the positions; test targets are
             # only references for --scoring, and a truncated reference would inflate the score
-            tgt = AppendTokenDataset(TruncateDataset(StripTokenDataset(tgt, eos), self.cfg.max_target_positions - 1), eos)
+            body = TruncateDataset(StripTokenDataset(tgt, eos), self.cfg.max_target_positions - 1)
+            tgt = AppendTokenDataset(body, eos)
         src = self.source_view(src)
         self.datasets[split] = WordDropPairDataset(
             src, src.sizes, self.dictionary, tgt, tgt.sizes, self.dictionary,

@@ -28,8 +28,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class PMLMSquadConfig(AutocastConfig):
-    data: str = field(default=MISSING, metadata={"help": "the pre-training data directory (dict.txt and spm.model), or a "
-                                                           "convert_checkpoint.py output (dict.txt and vocab.txt)"})
+    data: str = field(default=MISSING, metadata={"help": "the pre-training data directory (dict.txt, spm.model), or "
+                                                           "a convert_checkpoint.py output (dict.txt, vocab.txt)"})
     train_json: str = field(default="", metadata={"help": "official SQuAD JSON for the train split"})
     valid_json: str = field(default="", metadata={"help": "official SQuAD JSON for the valid split"})
     squad_v2: bool = field(default=False, metadata={"help": "SQuAD 2.0: unanswerable questions (answer: [SOS])"})

@@ -44,26 +44,25 @@ def _one(pattern, what, where):
     return hits[0] if hits else None
 
 
+def _first_file(directory, names):
+    return next((os.path.join(directory, n) for n in names if os.path.isfile(os.path.join(directory, n))), None)
+
+
 def locate(src, weights=None, config=None, vocab_file=None):
     """(weights, config.json, vocab.txt) of a BERT directory or a released UniLMv2 file."""
     if os.path.isdir(src):
         d = src
-        weights = weights or next(
-            (os.path.join(d, n) for n in ("model.safetensors", "pytorch_model.bin") if os.path.isfile(os.path.join(d, n))),
-            None,
-        ) or _one(os.path.join(d, "*.bin"), "weights", d)
+        weights = weights or _first_file(d, ("model.safetensors", "pytorch_model.bin")) or _one(
+            os.path.join(d, "*.bin"), "weights", d)
         config = config or (os.path.join(d, "config.json") if os.path.isfile(os.path.join(d, "config.json"))
                             else _one(os.path.join(d, "*-config.json"), "config", d))
-        vocab_file = vocab_file or next(
-            (os.path.join(d, n) for n in ("vocab.txt", "tokenizer.json") if os.path.isfile(os.path.join(d, n))),
-            None,
-        ) or _one(os.path.join(d, "*-vocab.txt"), "vocab", d)
+        vocab_file = vocab_file or _first_file(d, ("vocab.txt", "tokenizer.json")) or _one(
+            os.path.join(d, "*-vocab.txt"), "vocab", d)
     elif os.path.isfile(src):
         d, stem = os.path.dirname(os.path.abspath(src)), os.path.splitext(os.path.basename(src))[0]
         weights = weights or src
-        beside = lambda name: next((p for p in (os.path.join(d, f"{stem}-{name}"), os.path.join(d, name))  # noqa: E731
-                                    if os.path.isfile(p)), None)
-        config, vocab_file = config or beside("config.json"), vocab_file or beside("vocab.txt")
+        config = config or _first_file(d, (f"{stem}-config.json", "config.json"))
+        vocab_file = vocab_file or _first_file(d, (f"{stem}-vocab.txt", "vocab.txt"))
     else:
         raise ConversionError(f"not found: {src}")
     for what, path in (("weights", weights), ("config.json", config), ("vocab.txt or tokenizer.json", vocab_file)):
@@ -80,7 +79,8 @@ def read_weights(path):
             return load_file(path)
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001  (any unreadable file: one line naming it)
-        raise ConversionError(f"cannot read weights from {path}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
+        reason = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        raise ConversionError(f"cannot read weights from {path}: {reason}") from None
     if not isinstance(state, dict):
         raise ConversionError(f"{path} holds a {type(state).__name__}, not a state dict")
     return state
@@ -173,7 +173,8 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
     layout = layouts.layout_name(state)
     emb = state.get("bert.embeddings.word_embeddings.weight", state.get("embeddings.word_embeddings.weight"))
     if emb is not None and emb.size(0) != len(tokens):
-        raise ConversionError(f"{os.path.basename(vocab_file)} has {len(tokens)} tokens but the word embedding has {emb.size(0)} rows")
+        raise ConversionError(f"{os.path.basename(vocab_file)} has {len(tokens)} tokens but the word embedding has "
+                              f"{emb.size(0)} rows")
     if shape.vocab_size != len(tokens):
         raise ConversionError(f"{os.path.basename(config)} says vocab_size {shape.vocab_size} but "
                               f"{os.path.basename(vocab_file)} has {len(tokens)} tokens")
@@ -216,8 +217,8 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
         tokenizer_files.write_casing(tmp, is_cased)
         dictionary = load_pmlm_dictionary(tmp)
         assert dictionary.symbols == mapping.symbols, "dict.txt does not rebuild the converted row order"
-        model_cfg = UniLMv2Config(**{f.name: getattr(shape, f.name) for f in fields(UniLMv2Config) if hasattr(shape, f.name)},
-                                  no_rel_pos=shape.rel_pos_buckets == 0)
+        model_cfg = UniLMv2Config(**{f.name: getattr(shape, f.name) for f in fields(UniLMv2Config)
+                                     if hasattr(shape, f.name)}, no_rel_pos=shape.rel_pos_buckets == 0)
         with torch.random.fork_rng():  # a head-less source gets the model's own init, reproducibly
             torch.manual_seed(0)
             model = UniLMv2Model(model_cfg, dictionary)
@@ -249,9 +250,10 @@ def _dictionary_path(ckpt_path, state, dict_path):
 
 
 def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, force=False):
+    from safetensors.torch import save_file
+
     from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model, dictionary_digest
     from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
-    from safetensors.torch import save_file
 
     if not os.path.isfile(ckpt_path):
         raise ConversionError(f"not found: {ckpt_path}")

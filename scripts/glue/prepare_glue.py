@@ -55,7 +55,8 @@ def binarize(text, destdir, srcdict, split):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--task", required=True, choices=sorted(TASKS))
-    p.add_argument("--glue-dir", required=True, help="the task's folder: train.tsv, dev.tsv (MNLI: dev_matched.tsv ...)")
+    p.add_argument("--glue-dir", required=True,
+                   help="the task's folder: train.tsv, dev.tsv (MNLI: dev_matched.tsv ...)")
     p.add_argument("--pretrain-data", help="directory with the pre-training dict.txt and tokenizer (spm.model, "
                                            "or the vocab.txt of converted weights)")
     p.add_argument("--spm-model", help="the pre-training sentencepiece model (instead of --pretrain-data)")
