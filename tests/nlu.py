@@ -1,16 +1,17 @@
-"""A tiny pre-trained unilmv2 checkpoint with its sentencepiece model and dictionary, for the
-language-understanding tests (GLUE, SQuAD): built once per session, the way a user's would be
-(sentencepiece, fairseq-preprocess with the pre-training layout, fairseq-train on
-``pseudo_masked_lm``), but on a 10-word language; and GLUE and SQuAD files of that language
-whose answers a tiny model can learn (the marker word ``zz``).
+"""A tiny pre-trained unilmv2 checkpoint and the GLUE and SQuAD recipes run from it, built once
+per session and shared by test_glue.py, test_squad.py and the recipes' smoke test
+(test_recipes.py): the data and the checkpoint are made the way a user makes them
+(scripts/prepare_data.sh, then the README's fairseq-train command), but on a 10-word language
+whose GLUE and SQuAD questions a tiny model can learn (the marker word ``zz``).
 """
+import importlib.util
 import json
+import os
 import random
-import shutil
+import subprocess
+import sys
 
-import sentencepiece as spm
-
-from cli import binarize, train
+from cli import ENV, REPO, submit, train
 
 WORDS = ["ka", "lo", "mi", "nu", "pe", "ro", "su", "ti"]
 MARK = "zz"
@@ -25,35 +26,104 @@ def sentence(rng, n, marks=0):
     return " ".join(ws)
 
 
+def script(name, *args):
+    """bash scripts/NAME ARGS; its CompletedProcess, or an AssertionError with its output."""
+    proc = subprocess.run(["bash", os.path.join(REPO, "scripts", name), *map(str, args)], capture_output=True,
+                          text=True, env={**os.environ, **ENV}, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
 def tokenizer(tmp_path_factory):
-    """-> dict(data=a data directory with dict.txt and spm.model, as scripts/prepare_data.sh
-    writes it, spm=its spm.model, dict=its dict.txt); the corpus is binarized there too."""
+    """-> dict(data=the directory scripts/prepare_data.sh wrote (dict.txt, spm.model, the corpus
+    binarized), spm=its spm.model, dict=its dict.txt, prepare=the recipe's CompletedProcess)."""
     if "tokenizer" not in _SHARED:
         tmp = tmp_path_factory.mktemp("pretrained")
         rng = random.Random(0)
         with open(tmp / "corpus.txt", "w") as f:
             for _ in range(100):
                 f.write("\n".join(sentence(rng, rng.randint(3, 8), 1) + " ." for _ in range(3)) + "\n\n")
-        spm.SentencePieceTrainer.train(input=str(tmp / "corpus.txt"), model_prefix=str(tmp / "spm"),
-                                       vocab_size=40, model_type="bpe", minloglevel=2)
-        sp = spm.SentencePieceProcessor(model_file=str(tmp / "spm.model"))
-        with open(tmp / "corpus.txt") as f, open(tmp / "corpus.bpe", "w") as out:
-            for line in f:
-                out.write(" ".join(sp.encode(line.strip(), out_type=str)) + "\n" if line.strip() else "\n")
-        data = binarize(tmp / "corpus.bpe", tmp / "corpus.bpe", tmp / "bin", in_process=True)
-        shutil.copy(tmp / "spm.model", data / "spm.model")
-        _SHARED["tokenizer"] = {"data": data, "spm": data / "spm.model", "dict": data / "dict.txt"}
+        proc = script("prepare_data.sh", "--train", tmp / "corpus.txt", "--valid", tmp / "corpus.txt",
+                      "--name", "bin", "--vocab-size", "40", "--destdir", tmp, "--workers", "1")
+        data = tmp / "bin"
+        _SHARED["tokenizer"] = {"data": data, "spm": data / "spm.model", "dict": data / "dict.txt", "prepare": proc}
     return _SHARED["tokenizer"]
 
 
 def pretrained(tmp_path_factory):
-    """``tokenizer`` plus checkpoint=checkpoint_last.pt of 2 pre-training updates on its corpus."""
+    """``tokenizer`` plus checkpoint=checkpoint_last.pt of 2 pre-training updates on its corpus
+    and log=their fairseq-train log (--log-format json, every update)."""
     if "pretrained" not in _SHARED:
         tok = tokenizer(tmp_path_factory)
         save = tok["data"].parent / "ckpt"
-        train(tok["data"], save, "--max-update", "2", "--no-epoch-checkpoints")
-        _SHARED["pretrained"] = dict(tok, checkpoint=save / "checkpoint_last.pt")
+        proc = train(tok["data"], save, "--max-update", "2", "--no-epoch-checkpoints", "--log-interval", "1")
+        (save / "train.log").write_text(proc.stdout)
+        _SHARED["pretrained"] = dict(tok, checkpoint=save / "checkpoint_last.pt", log=save / "train.log")
     return _SHARED["pretrained"]
+
+
+def prepare_glue_script():
+    """scripts/glue/prepare_glue.py as a module."""
+    path = os.path.join(REPO, "scripts", "glue", "prepare_glue.py")
+    spec = importlib.util.spec_from_file_location("prepare_glue", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def prepare_glue(*args):
+    """scripts/glue/prepare_glue.py ARGS: its main() in this process (saves a ~5 s fairseq import)."""
+    old = sys.argv
+    sys.argv = ["prepare_glue.py", *map(str, args)]
+    try:
+        prepare_glue_script().main()
+    finally:
+        sys.argv = old
+
+
+def glue_recipe(tmp_path_factory):
+    """scripts/glue/finetune_glue.sh on marker RTE and counting STS-B data of 400 examples each
+    (binarized by prepare_glue.py) from ``pretrained``: a tiny model, an lr for a tiny model, the
+    rest the paper's schedule shape. -> {task: a Future of the recipe's summary lines}."""
+    if "glue" not in _SHARED:
+        pre = pretrained(tmp_path_factory)
+        tmp = tmp_path_factory.mktemp("glue")
+        rng = random.Random(1)
+        marker_rte(tmp / "RTE", rng)
+        counting_stsb(tmp / "STS-B", rng)
+        jobs = {}
+        for task in ("RTE", "STS-B"):
+            prepare_glue("--task", task, "--glue-dir", tmp / task, "--spm-model", pre["spm"],
+                         "--srcdict", pre["dict"], "--destdir", tmp / f"bin-{task}")
+            jobs[task] = submit(_glue_summary, tmp / f"bin-{task}", tmp / f"ft-{task}", pre)
+        _SHARED["glue"] = jobs
+    return _SHARED["glue"]
+
+
+def _glue_summary(data, save, pre):
+    proc = script("glue/finetune_glue.sh", "--data", data, "--checkpoint", pre["checkpoint"], "--save-dir", save,
+                  "--arch", "unilmv2_tiny", "--lr", "1e-3", "--batch-size", "16", "--epochs", "6", "--",
+                  "--cpu", "--num-workers", "0", "--dropout", "0", "--attention-dropout", "0", "--max-positions", "64")
+    return [line for line in proc.stdout.splitlines() if line.startswith("finetune_glue: ")]
+
+
+def squad_recipe(tmp_path_factory):
+    """scripts/squad/finetune_squad.sh (SQuAD 2.0, windows of 32 tokens, stride 8) on 400 marker
+    questions from ``pretrained``, 300 updates, then its answers to 100 dev questions.
+    -> dict(job=a Future of the recipe's CompletedProcess, dev=the dev JSON, save=its save dir)."""
+    if "squad" not in _SHARED:
+        pre = pretrained(tmp_path_factory)
+        tmp = tmp_path_factory.mktemp("squad")
+        rng = random.Random(2)
+        train_json, dev_json = marker_squad(tmp / "train.json", rng, 400), marker_squad(tmp / "dev.json", rng, 100)
+        job = submit(script, "squad/finetune_squad.sh", "--data", pre["data"], "--train-json", train_json,
+                     "--dev-json", dev_json, "--checkpoint", pre["checkpoint"], "--save-dir", tmp / "ckpt", "--v2",
+                     "--arch", "unilmv2_tiny", "--lr", "3e-3", "--batch-size", "32", "--max-positions", "32",
+                     "--doc-stride", "8", "--", "--max-query-len", "8", "--warmup-updates", "20",
+                     "--total-num-update", "300", "--max-update", "300", "--validate-interval", "100",
+                     "--dropout", "0", "--attention-dropout", "0", "--cpu", "--num-workers", "0", "--seed", "1")
+        _SHARED["squad"] = {"job": job, "dev": dev_json, "save": tmp / "ckpt"}
+    return _SHARED["squad"]
 
 
 def marker_rte(folder, rng, sizes=(("train", 400), ("dev", 100))):
@@ -93,3 +163,15 @@ def marker_squad(path, rng, n):
         paragraphs.append({"context": context, "qas": [qa]})
     path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "marker", "paragraphs": paragraphs}]}))
     return path
+
+
+def counting_stsb(folder, rng, sizes=(("train", 400), ("dev", 100))):
+    """STS-B-format pairs scored 1.25 x (number of marker words in sentence 1, 0..3)."""
+    folder.mkdir(parents=True)
+    for split, n in sizes:
+        with open(folder / f"{split}.tsv", "w") as f:
+            f.write("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n")
+            for i in range(n):
+                k = rng.randint(0, 3)
+                f.write(f"{i}\tg\tf\t2012\t{i}\ts\ts\t{sentence(rng, rng.randint(3, 6), k)}\t"
+                        f"{sentence(rng, rng.randint(3, 6))}\t{1.25 * k:.3f}\n")

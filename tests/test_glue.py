@@ -3,10 +3,6 @@ task and criterion (docs/DESIGN.md §6), and the GLUE recipe (scripts/glue/) end
 TSV folder -> sentencepiece -> binarized with the pre-training dictionary -> fine-tuned from
 a pre-trained unilmv2 checkpoint -> the task's dev metric.
 """
-import importlib.util
-import os
-import random
-import subprocess
 import sys
 
 import pytest
@@ -16,12 +12,8 @@ from fairseq.data import Dictionary
 from fairseq_pmlm.data.glue_tsv import TASKS, GlueFormatError, read_glue_tsv
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model, dictionary_digest, nlu_layout
 
-from cli import ENV, REPO, submit
 from helpers import make_dictionary
-from nlu import marker_rte, pretrained, sentence, tokenizer
-
-PREPARE = os.path.join(REPO, "scripts", "glue", "prepare_glue.py")
-FINETUNE = os.path.join(REPO, "scripts", "glue", "finetune_glue.sh")
+from nlu import glue_recipe, prepare_glue, prepare_glue_script, tokenizer
 
 
 def tiny_model(d, seed=0):
@@ -143,25 +135,8 @@ def test_qqp_rows_with_missing_columns_are_skipped_and_counted(tmp_path):
     assert rows == [("q one?", "q two?", "0"), ("q?", "r?", "1")] and skipped == 2
 
 
-def prepare_script():
-    spec = importlib.util.spec_from_file_location("prepare_glue", PREPARE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def prepare(*args):
-    """scripts/glue/prepare_glue.py's main() in this process (saves a ~5 s fairseq import)."""
-    old = sys.argv
-    sys.argv = ["prepare_glue.py", *map(str, args)]
-    try:
-        prepare_script().main()
-    finally:
-        sys.argv = old
-
-
 def test_prepare_script_reports_the_bad_row_in_one_line(tmp_path, monkeypatch):
-    module = prepare_script()
+    module = prepare_glue_script()
     (tmp_path / "RTE").mkdir()
     write(tmp_path / "RTE" / "train.tsv", "index\tsentence1\tsentence2\tlabel\n0\tno label here\n")
     write(tmp_path / "spm.model", "")
@@ -178,44 +153,9 @@ def test_prepare_script_reports_the_bad_row_in_one_line(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- the recipe, end to end
 
-def counting_stsb(folder, rng, sizes=(("train", 400), ("dev", 100))):
-    """STS-B-format pairs scored 1.25 x (number of marker words in sentence 1, 0..3)."""
-    folder.mkdir(parents=True)
-    for split, n in sizes:
-        with open(folder / f"{split}.tsv", "w") as f:
-            f.write("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n")
-            for i in range(n):
-                k = rng.randint(0, 3)
-                f.write(f"{i}\tg\tf\t2012\t{i}\ts\ts\t{sentence(rng, rng.randint(3, 6), k)}\t"
-                        f"{sentence(rng, rng.randint(3, 6))}\t{1.25 * k:.3f}\n")
-
-
-def finetune(task, data, tmp, pre):
-    """finetune_glue.sh (tiny model, an lr for a tiny model; the rest the paper's schedule
-    shape); returns its summary lines."""
-    env = {**os.environ, **ENV}
-    proc = subprocess.run(["bash", FINETUNE, "--data", data, "--checkpoint", pre["checkpoint"],
-                           "--save-dir", tmp / f"ft-{task}", "--arch", "unilmv2_tiny", "--lr", "1e-3",
-                           "--batch-size", "16", "--epochs", "6", "--", "--cpu", "--num-workers", "0",
-                           "--dropout", "0", "--attention-dropout", "0", "--max-positions", "64"],
-                          capture_output=True, text=True, env=env, cwd=REPO)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return [line for line in proc.stdout.splitlines() if line.startswith("finetune_glue: ")]
-
-
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory):
-    pre = pretrained(tmp_path_factory)
-    tmp = tmp_path_factory.mktemp("glue")
-    rng = random.Random(1)
-    marker_rte(tmp / "RTE", rng)
-    counting_stsb(tmp / "STS-B", rng)
-    jobs = {}
-    for task in ("RTE", "STS-B"):
-        prepare("--task", task, "--glue-dir", tmp / task, "--spm-model", pre["spm"], "--srcdict", pre["dict"],
-                "--destdir", tmp / f"bin-{task}")
-        jobs[task] = submit(finetune, task, tmp / f"bin-{task}", tmp, pre)
-    return jobs
+    return glue_recipe(tmp_path_factory)  # shared with the recipes' smoke test (tests/nlu.py)
 
 
 def metric(lines, name):
@@ -241,7 +181,7 @@ def test_mnli_matched_and_mismatched_dev_sets_become_valid_and_valid1(tmp_path_f
     for split, n in (("train", 3), ("dev_matched", 2), ("dev_mismatched", 1)):
         rows = ["\t".join(["x"] * 8 + [f"ka lo {split}", "mi", "neutral", "entailment"]) for _ in range(n)]
         write(tmp_path / f"{split}.tsv", head + "\n" + "\n".join(rows) + "\n")
-    prepare("--task", "MNLI", "--glue-dir", tmp_path, "--spm-model", pre["spm"], "--srcdict", pre["dict"],
+    prepare_glue("--task", "MNLI", "--glue-dir", tmp_path, "--spm-model", pre["spm"], "--srcdict", pre["dict"],
             "--destdir", tmp_path / "bin")
     d = Dictionary.load(str(tmp_path / "bin" / "input0" / "dict.txt"))
     sizes = {s: len(data_utils.load_indexed_dataset(str(tmp_path / "bin" / "input0" / s), d))

@@ -5,12 +5,14 @@ user runs them, each handing the next what it made:
     -> s2s/prepare.sh -> s2s/finetune.sh -> s2s/generate.sh (score.py)
     -> glue/prepare_glue.py -> glue/finetune_glue.sh
     -> squad/finetune_squad.sh (predict_squad.py) -> squad/evaluate_squad.py
-    -> convert_checkpoint.py export -> convert_checkpoint.py import
+    -> convert_checkpoint.py export
 
-A tiny model and a few updates each: this proves that the recipes run and fit together, not what
-the models learn (test_seq2seq.py, test_glue.py, test_squad.py and test_released_minilm.py do).
-train_distributed.sh runs in test_distributed.py and bench_gpu.sh in test_bench_gpu.py. Also:
-every shell script answers --help and refuses a flag where a value belongs, in one line.
+The first two, GLUE and SQuAD are the runs test_glue.py and test_squad.py check for learning
+(tests/nlu.py builds them once a session); this file adds the rest on a few updates of the same
+tiny model and checks that each recipe ran and handed on what the next one reads.
+train_distributed.sh runs in test_distributed.py, bench_gpu.sh in test_bench_gpu.py, and the
+s2s recipes on real released weights (WordPiece) in test_released_minilm.py. Also: every shell
+script answers --help and refuses a flag where a value belongs, in one line.
 """
 import json
 import os
@@ -21,8 +23,8 @@ import sys
 import pytest
 import torch
 
-from cli import REPO, USER_DIR, submit, write_corpus
-from nlu import marker_rte, marker_squad, sentence
+from cli import REPO, submit
+from nlu import glue_recipe, pretrained, sentence, squad_recipe
 
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 import recipe_info  # noqa: E402
@@ -38,38 +40,32 @@ FEW = ["--cpu", "--num-workers", "0"]
 
 
 def recipe(done, name, *args):
-    """Run scripts/NAME (bash for .sh, else python; a bare name is a console script) and keep
-    its CompletedProcess in ``done``; a failure stops the chain with the recipe's output."""
+    """Run scripts/NAME (bash for .sh, else python) and keep its CompletedProcess in ``done``; a
+    failure stops the chain with the recipe's output."""
     path = os.path.join(REPO, "scripts", name)
-    cmd = ["bash", path] if name.endswith(".sh") else [sys.executable, path] if name.endswith(".py") else [
-        os.path.join(os.path.dirname(sys.executable), name)]
+    cmd = ["bash", path] if name.endswith(".sh") else [sys.executable, path]
     proc = subprocess.run([*cmd, *map(str, args)], capture_output=True, text=True, env=ENV, cwd=REPO, timeout=300)
-    done[name if name not in done else f"{name} {args[0]}"] = proc
+    done[name] = proc
     assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     return proc
 
 
-def tiny_data(tmp):
-    """Text of a 10-word language; s2s pairs (a sentence -> its first two words); RTE and SQuAD
-    files of the same language."""
+def seq2seq_pairs(raw):
+    """A sentence of the tiny language -> its first two words."""
     rng = random.Random(0)
-    write_corpus(tmp / "train.txt", [[sentence(rng, rng.randint(3, 8), 1) + " ." for _ in range(3)] for _ in range(60)])
-    write_corpus(tmp / "valid.txt", [[sentence(rng, rng.randint(3, 8), 1) + " ." for _ in range(3)] for _ in range(6)])
-    raw = tmp / "raw"
     raw.mkdir()
     for split, n in (("train", 40), ("valid", 8), ("test", 8)):
         sources = [sentence(rng, rng.randint(4, 8)) for _ in range(n)]
         (raw / f"{split}.source").write_text("".join(s + "\n" for s in sources))
         (raw / f"{split}.target").write_text("".join(" ".join(s.split()[:2]) + "\n" for s in sources))
-    marker_rte(tmp / "RTE", rng, sizes=(("train", 32), ("dev", 8)))
-    return raw, tmp / "RTE", marker_squad(tmp / "train.json", rng, 24), marker_squad(tmp / "dev.json", rng, 8)
+    return raw
 
 
-def seq2seq_branch(tmp, pre, pmlm, raw):
-    done = {}
-    recipe(done, "s2s/prepare.sh", "--raw", raw, "--name", "pairs", "--pretrain-data", pre, "--destdir", tmp,
+def seq2seq_recipes(tmp, pre):
+    done, raw = {}, seq2seq_pairs(tmp / "raw")
+    recipe(done, "s2s/prepare.sh", "--raw", raw, "--name", "pairs", "--pretrain-data", pre["data"], "--destdir", tmp,
            "--workers", "1")
-    recipe(done, "s2s/finetune.sh", "--preset", "demo", "--data", tmp / "pairs", "--checkpoint", pmlm,
+    recipe(done, "s2s/finetune.sh", "--preset", "demo", "--data", tmp / "pairs", "--checkpoint", pre["checkpoint"],
            "--save-dir", tmp / "s2s", "--", "--max-update", "2", "--batch-size", "8", "--disable-validation",
            "--log-interval", "1", *FEW)
     recipe(done, "s2s/generate.sh", "--preset", "demo", "--data", tmp / "pairs",
@@ -78,87 +74,67 @@ def seq2seq_branch(tmp, pre, pmlm, raw):
     return done
 
 
-def nlu_and_weights_branch(tmp, pre, pmlm, rte, squad_train, squad_dev):
-    done = {}
-    recipe(done, "glue/prepare_glue.py", "--task", "RTE", "--glue-dir", rte, "--pretrain-data", pre,
-           "--destdir", tmp / "glue-RTE")
-    recipe(done, "glue/finetune_glue.sh", "--data", tmp / "glue-RTE", "--checkpoint", pmlm, "--save-dir", tmp / "glue",
-           "--batch-size", "8", "--epochs", "1", "--", "--max-positions", "64", *FEW)
-    recipe(done, "squad/finetune_squad.sh", "--data", pre, "--train-json", squad_train, "--dev-json", squad_dev,
-           "--checkpoint", pmlm, "--save-dir", tmp / "squad", "--v2", "--batch-size", "8", "--epochs", "1",
-           "--max-positions", "32", "--doc-stride", "8", "--", "--max-query-len", "8", *FEW)
-    squad = tmp / "squad"
-    recipe(done, "squad/evaluate_squad.py", squad_dev, squad / "predictions.json",
-           "--na-prob-file", squad / "null_odds.json")
-    recipe(done, "convert_checkpoint.py", "export", pmlm, tmp / "hf")
-    recipe(done, "convert_checkpoint.py", "import", tmp / "hf", tmp / "reimported")
-    return done
-
-
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("recipes")
-    raw, rte, squad_train, squad_dev = tiny_data(tmp)
-    done = {}
-    recipe(done, "prepare_data.sh", "--train", tmp / "train.txt", "--valid", tmp / "valid.txt", "--name", "text",
-           "--vocab-size", "40", "--destdir", tmp, "--workers", "1")
-    pre = tmp / "text"
-    recipe(done, "fairseq-train", pre, "--user-dir", USER_DIR, "--task", "pseudo_masked_lm", "--arch", "unilmv2_tiny",
-           "--criterion", "pmlm", "--tokens-per-sample", "64", "--batch-size", "8", "--optimizer", "adam",
-           "--lr", "1e-3", "--max-update", "4", "--log-format", "json", "--log-interval", "1",
-           "--save-dir", tmp / "pmlm", "--no-epoch-checkpoints", *FEW)
-    (tmp / "pmlm.log").write_text(done["fairseq-train"].stdout)
-    recipe(done, "plot_curves.py", tmp / "pmlm.log", "--out", tmp / "curves.png")
-    pmlm = tmp / "pmlm" / "checkpoint_last.pt"
-    branches = [submit(seq2seq_branch, tmp, pre, pmlm, raw),
-                submit(nlu_and_weights_branch, tmp, pre, pmlm, rte, squad_train, squad_dev)]
-    for branch in branches:
-        done.update(branch.result())
-    return tmp, done
+    pre = pretrained(tmp_path_factory)  # prepare_data.sh, then the README's fairseq-train
+    s2s = submit(seq2seq_recipes, tmp, pre)
+    glue, squad = glue_recipe(tmp_path_factory), squad_recipe(tmp_path_factory)
+    done = {}  # the recipes run here, with the user's environment (shown warnings and all)
+    recipe(done, "plot_curves.py", pre["log"], "--out", tmp / "curves.png")
+    recipe(done, "convert_checkpoint.py", "export", pre["checkpoint"], tmp / "hf")
+    done.update(s2s.result())
+    shared = {"prepare_data.sh": pre["prepare"], "glue/finetune_glue.sh": glue["RTE"].result(),
+              "squad/finetune_squad.sh": squad["job"].result()}
+    save = squad["save"]
+    recipe(done, "squad/evaluate_squad.py", squad["dev"], save / "predictions.json", "--na-prob-file",
+           save / "null_odds.json")
+    return tmp, pre, {**shared, **done}, squad, done
 
 
 def test_prepare_data_and_pre_training_write_what_the_plot_reads(chain):
-    tmp, done = chain
-    assert {"dict.txt", "spm.model", "train.bin", "valid.idx"} <= set(os.listdir(tmp / "text"))
+    tmp, pre, done, *_ = chain
+    assert {"dict.txt", "spm.model", "train.bin", "valid.idx"} <= set(os.listdir(pre["data"]))
     assert "prepare_data: wrote" in done["prepare_data.sh"].stdout
-    assert (tmp / "pmlm" / "checkpoint_last.pt").is_file()
+    assert pre["checkpoint"].is_file()
     assert "ae_loss" in done["plot_curves.py"].stdout and (tmp / "curves.png").stat().st_size > 1000
 
 
 def test_seq2seq_recipes_prepare_finetune_decode_and_score(chain):
-    tmp, done = chain
+    tmp, _, done, *_ = chain
     assert {"dict.source.txt", "spm.model", "test.source-target.target.idx"} <= set(os.listdir(tmp / "pairs"))
     state = torch.load(tmp / "s2s" / "checkpoint_last.pt", weights_only=True, mmap=True)
     assert state["cfg"]["model"]["_name"] == "unilmv2_tiny" and state["cfg"]["bpe"]["_name"] == "sentencepiece"
     assert {"dict.source.txt", "spm.model"} <= set(os.listdir(tmp / "s2s"))  # what the hub needs beside it
     assert len((tmp / "gen" / "hyp.txt").read_text().splitlines()) == 8
     assert "| system | ROUGE-1" in (tmp / "gen" / "scores.txt").read_text()
+    assert "s2s/finetune: demo on" in done["s2s/finetune.sh"].stdout
 
 
 def test_glue_recipe_prepares_finetunes_and_reports_the_dev_metric(chain):
-    _, done = chain
-    assert "prepare_glue: wrote" in done["glue/prepare_glue.py"].stdout
-    assert "finetune_glue: RTE valid (best epoch 1): accuracy " in done["glue/finetune_glue.sh"].stdout
+    _, _, done, *_ = chain
+    assert done["glue/finetune_glue.sh"][-1].startswith("finetune_glue: RTE valid (best epoch ")
 
 
 def test_squad_recipe_finetunes_predicts_and_the_official_script_scores_it(chain):
-    tmp, done = chain
-    answers = json.loads((tmp / "squad" / "predictions.json").read_text())
-    assert len(answers) == 8 and "predict_squad: {" in done["squad/finetune_squad.sh"].stdout
-    assert json.loads(done["squad/evaluate_squad.py"].stdout)["total"] == 8
+    _, _, done, squad, _ = chain
+    answers = json.loads((squad["save"] / "predictions.json").read_text())
+    assert len(answers) == 100 and "predict_squad: {" in done["squad/finetune_squad.sh"].stdout
+    assert json.loads(done["squad/evaluate_squad.py"].stdout)["total"] == 100
 
 
-def test_a_pretrained_checkpoint_exports_to_hugging_face_and_imports_back_as_the_same_model(chain):
-    tmp, done = chain
-    assert {"config.json", "model.safetensors", "vocab.txt"} <= set(os.listdir(tmp / "hf"))
-    before = torch.load(tmp / "pmlm" / "checkpoint_last.pt", weights_only=True)["model"]
-    after = torch.load(tmp / "reimported" / "model.pt", weights_only=True)["model"]
-    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+def test_a_pretrained_checkpoint_exports_to_a_hugging_face_bert_directory(chain):
+    tmp, _, done, *_ = chain
+    config = json.loads((tmp / "hf" / "config.json").read_text())
+    assert config["model_type"] == "bert" and config["num_hidden_layers"] == 2
+    assert {"model.safetensors", "vocab.txt"} <= set(os.listdir(tmp / "hf"))
+    assert "convert_checkpoint: wrote" in done["convert_checkpoint.py"].stdout
 
 
 def test_the_recipes_print_their_own_lines_and_fairseq_log_without_deprecation_warnings(chain):
-    _, done = chain
-    for name, proc in done.items():
+    *_, run_here = chain
+    assert len(run_here) == 6
+    for name, proc in run_here.items():
         assert "Warning" not in proc.stderr and "tensorboardX" not in proc.stdout + proc.stderr, (name, proc.stderr)
 
 

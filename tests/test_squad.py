@@ -1,27 +1,22 @@
 """Extractive QA (SQuAD v1.1/v2.0): text <-> token alignment, passage windows, the official
-EM/F1 and no-answer threshold, bad input, and fine-tuning through ``fairseq-train --task
-pmlm_squad`` followed by scripts/squad/predict_squad.py on a tiny learnable set."""
+EM/F1 and no-answer threshold, bad input, and fine-tuning through scripts/squad/finetune_squad.sh
+(``fairseq-train --task pmlm_squad``, then predict_squad.py) on a tiny learnable set."""
 import inspect
 import json
-import os
 import random
 import re
-import sys
 
 import pytest
 import sentencepiece as spm
+import torch
 
 from fairseq_pmlm.data.span_alignment import align
 from fairseq_pmlm.data.squad_features import EncodedExample, make_features, max_context, windows
 from fairseq_pmlm.data.squad_json import SquadExample, SquadFormatError, read_squad_json
 from fairseq_pmlm.scoring.squad_eval import compute_exact, compute_f1, evaluate, find_best_thresh, normalize_answer
 
-from cli import REPO, run, submit
 from helpers import make_dictionary
-from nlu import marker_squad, pretrained
-
-sys.path.insert(0, os.path.join(REPO, "scripts", "squad"))
-from predict_squad import predict  # noqa: E402
+from nlu import squad_recipe
 
 # ---------------------------------------------------------------- alignment and windows
 
@@ -225,24 +220,18 @@ def test_v2_question_in_a_v1_run_names_the_flag(tmp_path):
 
 @pytest.fixture(scope="module")
 def fine_tuned(tmp_path_factory):
-    pre = pretrained(tmp_path_factory)
-    tmp = tmp_path_factory.mktemp("squad")
-    rng = random.Random(2)
-    train_json, dev_json = marker_squad(tmp / "train.json", rng, 400), marker_squad(tmp / "dev.json", rng, 100)
-    job = submit(run, "fairseq-train", pre["data"], "--user-dir", os.path.join(REPO, "fairseq_pmlm"),
-                 "--task", "pmlm_squad", "--train-json", train_json, "--valid-json", dev_json, "--squad-v2",
-                 "--max-positions", "32", "--doc-stride", "8", "--max-query-len", "8",
-                 "--arch", "unilmv2_tiny", "--criterion", "pmlm_squad", "--finetune-from-model", pre["checkpoint"],
-                 "--optimizer", "adam", "--lr", "3e-3", "--lr-scheduler", "polynomial_decay", "--warmup-updates", "20",
-                 "--total-num-update", "300", "--max-update", "300", "--batch-size", "32", "--validate-interval", "100",
-                 "--dropout", "0", "--attention-dropout", "0", "--save-dir", tmp / "ckpt", "--no-epoch-checkpoints",
-                 "--cpu", "--num-workers", "0", "--log-format", "json", "--seed", "1")
-    return {"proc": job, "dev": dev_json, "ckpt": tmp / "ckpt" / "checkpoint_last.pt"}
+    return squad_recipe(tmp_path_factory)  # shared with the recipes' smoke test (tests/nlu.py)
 
 
 def test_fine_tuned_span_model_reaches_high_exact_match_with_unanswerable_questions(fine_tuned):
-    fine_tuned["proc"].result()
-    examples, preds, odds, v2 = predict(fine_tuned["ckpt"], fine_tuned["dev"], cpu=True)
+    """scripts/squad/finetune_squad.sh: fairseq-train --task pmlm_squad, then predict_squad.py's
+    answers, scored here by the official evaluation."""
+    fine_tuned["job"].result()
+    save = fine_tuned["save"]
+    examples, _ = read_squad_json(fine_tuned["dev"], training=False, version_2=True)
+    preds = json.loads((save / "predictions.json").read_text())
+    odds = json.loads((save / "null_odds.json").read_text())
+    v2 = torch.load(save / "checkpoint_last.pt", weights_only=True, mmap=True)["cfg"]["task"]["squad_v2"]
     out = evaluate(examples, preds, odds)
     print("squad tiny dev:", json.dumps(out))
     assert v2 and out["total"] == 100

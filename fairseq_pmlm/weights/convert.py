@@ -107,6 +107,40 @@ def read_casing(config_path, tokens, override=None):
 
 
 # ---------------------------------------------------------------------------- import
+def read_source(weights, config, vocab_file):
+    """(Shape, vocab tokens, their fairseq VocabMapping, state dict) of the source files, checked
+    against each other."""
+    with open(config) as f:
+        try:
+            config_dict = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ConversionError(f"{config} is not JSON: {e}") from None
+    shape = layouts.read_config(config_dict, os.path.basename(config))
+    try:
+        tokens = vocab.read_vocab(vocab_file)
+        mapping = vocab.map_vocab(tokens)
+    except ValueError as e:
+        raise ConversionError(str(e) if vocab_file in str(e) else f"{vocab_file}: {e}") from None
+    state = read_weights(weights)
+    emb = state.get("bert.embeddings.word_embeddings.weight", state.get("embeddings.word_embeddings.weight"))
+    if emb is not None and emb.size(0) != len(tokens):
+        raise ConversionError(f"{os.path.basename(vocab_file)} has {len(tokens)} tokens but the word embedding has "
+                              f"{emb.size(0)} rows")
+    if shape.vocab_size != len(tokens):
+        raise ConversionError(f"{os.path.basename(config)} says vocab_size {shape.vocab_size} but "
+                              f"{os.path.basename(vocab_file)} has {len(tokens)} tokens")
+    return shape, tokens, mapping, state
+
+
+def add_zero_rel_table(tensors, shape, buckets, distance):
+    """--zero-rel-pos for a source without a relative table (BERT): an all-zero one, so the
+    imported model computes exactly what the source did and can learn the table."""
+    if shape.rel_pos_buckets:
+        raise ConversionError("--zero-rel-pos: the checkpoint has its own relative table")
+    tensors = dict(tensors, **{"rel_pos_bias.weight": torch.zeros(shape.encoder_attention_heads, buckets)})
+    return tensors, replace(shape, rel_pos_buckets=buckets, max_rel_distance=distance)
+
+
 def keep_layers(tensors, shape, layers):
     """Only ``layers`` (0-based, in the given order) of the Transformer, renumbered from 0.
     A distilled model loses little when layers go, and each layer is a share of every update."""
@@ -158,38 +192,16 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
             return import_checkpoint(released.unpack(src, tmp), out_dir, weights, config, vocab_file, arch,
                                      cased, zero_rel_pos, force, layers, keep_pieces_of)
     weights, config, vocab_file = locate(src, weights, config, vocab_file)
-    with open(config) as f:
-        try:
-            config_dict = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ConversionError(f"{config} is not JSON: {e}") from None
-    shape = layouts.read_config(config_dict, os.path.basename(config))
-    try:
-        tokens = vocab.read_vocab(vocab_file)
-        mapping = vocab.map_vocab(tokens)
-    except ValueError as e:
-        raise ConversionError(str(e) if vocab_file in str(e) else f"{vocab_file}: {e}") from None
-    state = read_weights(weights)
+    shape, tokens, mapping, state = read_source(weights, config, vocab_file)
     layout = layouts.layout_name(state)
-    emb = state.get("bert.embeddings.word_embeddings.weight", state.get("embeddings.word_embeddings.weight"))
-    if emb is not None and emb.size(0) != len(tokens):
-        raise ConversionError(f"{os.path.basename(vocab_file)} has {len(tokens)} tokens but the word embedding has "
-                              f"{emb.size(0)} rows")
-    if shape.vocab_size != len(tokens):
-        raise ConversionError(f"{os.path.basename(config)} says vocab_size {shape.vocab_size} but "
-                              f"{os.path.basename(vocab_file)} has {len(tokens)} tokens")
     tensors, notes = layouts.to_plugin(state, shape)
     if layers is not None:
         tensors, shape = keep_layers(tensors, shape, layers)
         notes.append(f"kept layers {','.join(map(str, layers))} of the source")
     if zero_rel_pos is not None:
-        if shape.rel_pos_buckets:
-            raise ConversionError("--zero-rel-pos: the checkpoint has its own relative table")
-        buckets, distance = zero_rel_pos
-        # zeros: the imported model computes exactly what the source did, and can learn the table
-        tensors["rel_pos_bias.weight"] = torch.zeros(shape.encoder_attention_heads, buckets)
-        shape = replace(shape, rel_pos_buckets=buckets, max_rel_distance=distance)
-        notes.append(f"added a zero relative table ({buckets} buckets, max distance {distance})")
+        tensors, shape = add_zero_rel_table(tensors, shape, *zero_rel_pos)
+        notes.append(f"added a zero relative table ({shape.rel_pos_buckets} buckets, "
+                     f"max distance {shape.max_rel_distance})")
     if shape.type_vocab_size < 2:
         shape = replace(shape, type_vocab_size=2)
     arch = checkpoint.pick_arch(shape, arch)

@@ -52,6 +52,46 @@ def binarize(text, destdir, srcdict, split):
     shutil.rmtree(scratch)
 
 
+def read_split(task, glue_dir, split):
+    """The rows of GLUE_DIR/SPLIT.tsv; a missing file or a bad row ends the program in one line."""
+    path = os.path.join(glue_dir, f"{split}.tsv")
+    if not os.path.isfile(path):
+        sys.exit(f"prepare_glue.py: error: {path}: not found (a GLUE {task.name} folder has "
+                 f"{', '.join(s + '.tsv' for s in task.splits)})")
+    try:
+        rows, skipped = read_glue_tsv(path, task)
+    except GlueFormatError as e:
+        sys.exit(f"prepare_glue.py: error: {e}")
+    if skipped:
+        print(f"prepare_glue: {path}: skipped {skipped} rows with missing columns (as the reference processors do)")
+    return rows
+
+
+def write_split(task, rows, work, name, sp, srcdict):
+    """WORK/{input0,input1,label}/NAME.*: the sentences tokenised and binarized with the
+    pre-training dictionary, the labels with a fixed label dictionary (or as text, regression)."""
+    columns = {"input0": [r[0] for r in rows], "label": [r[2] for r in rows]}
+    if len(task.columns) > 1:
+        columns["input1"] = [r[1] for r in rows]
+    for key, lines in columns.items():
+        os.makedirs(os.path.join(work, key), exist_ok=True)
+        raw = os.path.join(work, key, f"{name}.raw")
+        with open(raw, "w", encoding="utf-8") as out:
+            for line in lines:
+                out.write((line if key == "label" else " ".join(sp.encode(line, out_type=str))) + "\n")
+        if key == "label" and task.labels is None:  # regression: sentence_prediction reads the text
+            os.replace(raw, os.path.join(work, key, f"{name}.label"))
+            continue
+        if key == "label":  # a fixed label dictionary: class i is labels[i] on every split
+            key_dict = os.path.join(work, "labels.txt")
+            with open(key_dict, "w") as out:
+                out.writelines(f"{label} 1\n" for label in task.labels)
+        else:
+            key_dict = srcdict
+        binarize(raw, os.path.join(work, key), key_dict, name)
+        os.remove(raw)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--task", required=True, choices=sorted(TASKS))
@@ -81,40 +121,11 @@ def main():
     work = a.destdir.rstrip("/") + ".tmp"
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    names = ["train", "valid", "valid1"]
-    for i, split in enumerate(task.splits):
-        path = os.path.join(a.glue_dir, f"{split}.tsv")
-        if not os.path.isfile(path):
-            sys.exit(f"prepare_glue.py: error: {path}: not found (a GLUE {task.name} folder has "
-                     f"{', '.join(s + '.tsv' for s in task.splits)})")
-        try:
-            rows, skipped = read_glue_tsv(path, task)
-        except GlueFormatError as e:
-            sys.exit(f"prepare_glue.py: error: {e}")
-        if skipped:
-            print(f"prepare_glue: {path}: skipped {skipped} rows with missing columns (as the reference processors do)")
-        print(f"prepare_glue: {path}: {len(rows)} examples -> {names[i]}")
-        columns = {"input0": [r[0] for r in rows], "label": [r[2] for r in rows]}
-        if len(task.columns) > 1:
-            columns["input1"] = [r[1] for r in rows]
-        for key, lines in columns.items():
-            os.makedirs(os.path.join(work, key), exist_ok=True)
-            raw = os.path.join(work, key, f"{names[i]}.raw")
-            with open(raw, "w", encoding="utf-8") as out:
-                for line in lines:
-                    out.write((line if key == "label" else " ".join(sp.encode(line, out_type=str))) + "\n")
-            if key == "label" and task.labels is None:  # regression: sentence_prediction reads the text
-                os.replace(raw, os.path.join(work, key, f"{names[i]}.label"))
-                continue
-            if key == "label":  # a fixed label dictionary: class i is labels[i] on every split
-                srcdict = os.path.join(work, "labels.txt")
-                with open(srcdict, "w") as out:
-                    out.writelines(f"{label} 1\n" for label in task.labels)
-            else:
-                srcdict = a.srcdict
-            binarize(raw, os.path.join(work, key), srcdict, names[i])
-            os.remove(raw)
-        if i == 0:
+    for split, name in zip(task.splits, ["train", "valid", "valid1"]):
+        rows = read_split(task, a.glue_dir, split)
+        print(f"prepare_glue: {os.path.join(a.glue_dir, split + '.tsv')}: {len(rows)} examples -> {name}")
+        write_split(task, rows, work, name, sp, a.srcdict)
+        if name == "train":
             n_train = len(rows)
     with open(os.path.join(work, "meta.json"), "w") as out:  # finetune_glue.sh sizes its schedule from it
         json.dump({"task": task.name, "train_examples": n_train, "metric": task.metric,
