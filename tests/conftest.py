@@ -26,3 +26,11 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def pytest_configure(config):
+    """The notices every plugin command leaves out (fairseq_pmlm/quiet.py), left out of the
+    suite's warnings summary too: pytest resets the filters that importing the plugin set."""
+    from fairseq_pmlm import quiet
+
+    quiet.ignore_notices()
