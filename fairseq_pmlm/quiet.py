@@ -9,7 +9,8 @@ matched from their first words. Nothing else is filtered: errors and every other
 And Hydra's debug lines: importing fairseq sets the root logger to DEBUG (a stray
 ``logging.basicConfig(level=DEBUG)`` in fairseq/models/wav2vec/wav2vec2_classification.py), so
 fairseq-validate, fairseq-generate and others print Hydra's "Setting JobRuntime" lines; Hydra's
-logger is kept at INFO (its warnings and errors still print).
+logger is kept at INFO (its warnings and errors still print). rouge-score's absl logger says
+"Using default tokenizer." each time a scorer is made: kept at WARNING.
 """
 import logging
 import warnings
@@ -31,6 +32,7 @@ def ignore_notices():
     for category, message in NOTICES:
         warnings.filterwarnings("ignore", message=message, category=category)
     logging.getLogger("hydra").setLevel(logging.INFO)
+    logging.getLogger("absl").setLevel(logging.WARNING)
 
 
 ignore_notices()

@@ -1,139 +1,204 @@
 #!/usr/bin/env bash
 # The main job: what PMLM pre-training buys, on real text every machine here has (the docstrings
-# of the Python standard library), in under 15 minutes on 2 CPU cores.
+# of Python's standard library and of the pinned packages: scripts/make_docstring_corpus.py),
+# in under 15 minutes on 2 CPU cores.
 #
 #   released weights (all-MiniLM-L6-v2, pip-installed by the set-up; layers 0,2,4 kept)
-#     -> PMLM (AE+PAR) pre-training on the docstrings: held-out AE/PAR loss and accuracy
-#        before/after, curves.png
-#     -> summarisation fine-tuning (docstring body -> its one-line summary), same budget, of
-#        (a) the PMLM-pre-trained model, (b) the released model without the PMLM stage,
-#        (c) the same architecture from random initialisation
+#     -> PMLM (AE+PAR) pre-training on the docstrings of the training modules: held-out AE/PAR
+#        loss and accuracy before and after, curves.png
+#     -> summarisation fine-tuning (an object's heading and docstring body -> its one-line
+#        summary), the same updates for (a) the PMLM-pre-trained model, (b) the released model
+#        without the PMLM stage, (c) the same architecture from random initialisation
 #     -> fairseq-generate on test pairs from modules held out of every training stage; one ROUGE
 #        table with lead-1, paired bootstrap intervals, three example outputs.
 #
-#   bash scripts/demo.sh                    # ~14 minutes on 2 CPU cores
+#   bash scripts/demo.sh                                                    # ~13 minutes, 2 CPU cores
 #   START=scratch ARCH=unilmv2_base PRE_MINUTES=600 bash scripts/demo.sh   # PMLM from scratch (a GPU)
-# Knobs (environment): PMLM_UPDATES, FT_UPDATES, FT_LR, LAYERS (of the released model), OUT_DIR;
-# START=scratch pre-trains ARCH (default unilmv2_small) from random init for PRE_MINUTES on a
-# sentencepiece vocabulary instead: on 2 CPU cores it stays in the unigram phase (README).
+#
+# Knobs (environment variables): PMLM_UPDATES (default 330), PMLM_LR (3e-4), FT_UPDATES (720),
+# FT_LR (the demo preset's, 5e-4), LAYERS (of the released model, 0,2,4), SEED (1), JOBS (2 on a
+# CPU, 1 on a GPU), OUT_DIR (outputs/demo). START=scratch pre-trains ARCH (default unilmv2_small)
+# from random initialisation for PRE_MINUTES (6) on a sentencepiece vocabulary instead, without
+# the released row: on 2 CPU cores that stays in the unigram phase (README).
+#
+# Two cores: a small model trains ~1.5x faster as two single-threaded runs side by side than as
+# one two-threaded run, so with JOBS=2 the work goes in two lanes that do not need each other:
+# PMLM stage -> its fine-tuning and decoding | the released model's, then random initialisation's
+# fine-tuning and decoding. Progress lines carry their run's name. On a GPU (JOBS=1) the lanes
+# run one after the other.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
+declare -A FLAGS=()
+parse_flags "$@"  # --help
+cd "$ROOT"
 source scripts/setup_env.sh
 
 START=${START:-all-minilm-l6-v2}
 OUT=${OUT_DIR:-outputs/demo}
 LAYERS=${LAYERS:-0,2,4}
-PMLM_UPDATES=${PMLM_UPDATES:-250}
-PMLM_LR=${PMLM_LR:-5e-4}
-FT_UPDATES=${FT_UPDATES:-450}
-FT_LR=${FT_LR:-1e-3}
+PMLM_UPDATES=${PMLM_UPDATES:-330}
+FT_UPDATES=${FT_UPDATES:-720}
+PMLM_LR=${PMLM_LR:-3e-4}
+SEED=${SEED:-1}
 ARCH=${ARCH:-unilmv2_small}
 PRE_MINUTES=${PRE_MINUTES:-6}
 DATA=$OUT/data-bin
+PAIRS=$OUT/corpus/pairs
 start=$SECONDS
 export PYTHONUNBUFFERED=1  # fairseq's log lines as they come, not in 8 kB blocks
 stage() { printf '\n== [%d:%02d] %s\n' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)) "$*"; }
-if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-  DEVICE=(--fp16)
+
+device_flags
+if [ "$PMLM_GPUS" -gt 0 ]; then
+  JOBS=${JOBS:-1}
 else
-  DEVICE=(--cpu --num-workers 0)
+  JOBS=${JOBS:-2}
+  DEVICE+=(--num-workers 0)
+  # bf16 matmuls where the CPU has them (AVX512-BF16, AMX): ~1.2x per update on this machine
+  if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2> /dev/null; then DEVICE+=(--bf16-autocast); fi
 fi
-# CMD... with its whole output in LOG and its progress lines (fairseq's json records) shown
-logged() {
-  local log=$1 rc; shift
+[[ $JOBS == [12] ]] || die "JOBS must be 1 or 2, not $JOBS"
+# fine-tuning: the demo preset (scripts/s2s/presets.sh) for FT_UPDATES updates
+FT=(--max-update "$FT_UPDATES" --total-num-update "$FT_UPDATES" --warmup-updates $((FT_UPDATES / 10)))
+if [ -n "${FT_LR-}" ]; then FT+=(--lr "$FT_LR"); fi
+
+# run NAME LOG CMD...: CMD's whole output goes to LOG; its progress lines (fairseq's json
+# records, the recipes' own lines) are shown, prefixed with NAME. A failure shows LOG's end.
+run() {
+  local name=$1 log=$2 rc
+  shift 2
   set +e
-  "$@" 2>&1 | tee "$log" | sed -unE '/\| (train_inner|valid) \||^s2s\//{
-    s/^.*\| (train_inner|valid) \| /   /; s/"//g; s/^(.{190}).*/\1/; p }'
+  "$@" 2>&1 | tee "$log" | sed -unE "/\| (train_inner|valid) \||^(s2s|prepare_data)|^Generate/{
+    s/^.*\| (train_inner|valid) \| /$name: /; s/^(s2s|prepare_data|Generate)/$name: \\1/; s/\"//g
+    s/^(.{170}).*/\\1/; p }"
   rc=${PIPESTATUS[0]}
   set -e
-  [ "$rc" -eq 0 ] || { echo "demo.sh: error: step failed (exit $rc); the end of $log:" >&2; tail -20 "$log" >&2; exit "$rc"; }
+  if [ "$rc" -ne 0 ]; then
+    echo "demo.sh: error: $name failed (exit $rc); the end of $log:" >&2
+    tail -20 "$log" >&2
+  fi
+  return "$rc"
+}
+# both FUNC1 FUNC2: side by side with a thread each (JOBS=2), else one after the other
+both() {
+  local a b rc=0
+  if [ "$JOBS" = 1 ]; then
+    "$1" && "$2"
+    return
+  fi
+  OMP_NUM_THREADS=1 "$1" &
+  a=$!
+  OMP_NUM_THREADS=1 "$2" &
+  b=$!
+  wait "$a" || rc=$?
+  wait "$b" || rc=$?
+  return "$rc"
+}
+# command lines, into CMD
+validate_cmd() {  # CHECKPOINT: held-out AE/PAR, the same masks every time (fairseq-validate, one seed)
+  CMD=(fairseq-validate "$DATA/pretrain" --user-dir fairseq_pmlm --task pseudo_masked_lm --path "$1"
+       --tokens-per-sample 128 --batch-size 16 --max-valid-steps 20 --seed 1 --log-format json "${DEVICE[@]}")
+}
+finetune_cmd() {  # SYSTEM INIT: the same updates and settings for every system
+  CMD=(bash scripts/s2s/finetune.sh --preset demo --data "$DATA/sum" --checkpoint "$2" --save-dir "$OUT/sum-$1"
+       -- "${MODEL_FLAGS[@]}" --dropout 0 --attention-dropout 0 --seed "$SEED" --disable-validation
+       --log-interval 100 "${DEVICE[@]}"
+       "${FT[@]}")
+}
+generate_cmd() {  # SYSTEM: beam 4, trigram blocking, on the held-out test pairs
+  CMD=(bash scripts/s2s/generate.sh --preset demo --data "$DATA/sum" --checkpoint "$OUT/sum-$1/checkpoint_last.pt"
+       --refs "$PAIRS/test.target" --out-dir "$OUT/generate-$1" -- "${DEVICE[@]}")
 }
 rm -rf "$OUT"
 mkdir -p "$OUT"
 
-stage "corpus: docstrings of the installed Python standard library"
-python scripts/make_stdlib_corpus.py --out "$OUT/stdlib.train.txt" --valid-out "$OUT/stdlib.valid.txt" \
-  --valid-fraction 0.1 --pairs-out "$OUT/pairs"
+stage "corpus: docstrings of the standard library and the pinned packages"
+python scripts/make_docstring_corpus.py --out "$OUT/corpus"
 
+prepare=(bash scripts/prepare_data.sh --train "$OUT/corpus/pretrain.train.txt" --valid "$OUT/corpus/pretrain.valid.txt"
+         --name pretrain --destdir "$DATA")
 if [ "$START" = scratch ]; then
-  stage "sentencepiece + fairseq-preprocess (pre-training from scratch: $ARCH)"
-  bash scripts/prepare_data.sh --train "$OUT/stdlib.train.txt" --valid "$OUT/stdlib.valid.txt" \
-    --name pretrain --vocab-size 8000 --destdir "$DATA"
   MODEL_FLAGS=(--arch "$ARCH")
   PMLM_INIT=()
   PMLM_BUDGET=(--max-update $((PRE_MINUTES * 80)) --total-num-update $((PRE_MINUTES * 80))
-               --stop-time-hours "$(python -c "print($PRE_MINUTES / 60)")" --lr 2e-4 --warmup-updates 50)
+               --stop-time-hours "$(awk "BEGIN { print $PRE_MINUTES / 60 }")" --lr 2e-4 --warmup-updates 50)
   TOKENIZER_DIR=$DATA/pretrain
+  stage "sentencepiece vocabulary + fairseq-preprocess (pre-training $ARCH from scratch)"
+  run prepare "$OUT/prepare-pretrain.log" "${prepare[@]}" --vocab-size 8000
+  stage "summarisation pairs -> sentencepiece + fairseq-preprocess"
+  run sum "$OUT/prepare-sum.log" bash scripts/s2s/prepare.sh --raw "$PAIRS" --name sum \
+    --pretrain-data "$TOKENIZER_DIR" --destdir "$DATA"
 else
-  # layers 0,2,4 and the dictionary rows the training text uses (6.5k of 30.5k): each update
-  # costs about half (the held-out text meets 0.8% <unk> pieces)
+  # layers 0,2,4 and the dictionary rows the training text uses (12k of 30.5k): an update costs
+  # about half (the output layer over 30k rows dominated); held-out text meets few <unk> pieces
   stage "released weights: $START, layers $LAYERS, the pieces of the training text -> $OUT/released"
   python scripts/convert_checkpoint.py import "$START" "$OUT/released" --layers "$LAYERS" \
-    --keep-pieces-of "$OUT/stdlib.train.txt" "$OUT/pairs/train.source" "$OUT/pairs/train.target"
-  stage "WordPiece (the released vocab) + fairseq-preprocess"
-  bash scripts/prepare_data.sh --train "$OUT/stdlib.train.txt" --valid "$OUT/stdlib.valid.txt" \
-    --name pretrain --wordpiece-vocab "$OUT/released/vocab.txt" --srcdict "$OUT/released/dict.txt" \
-    --destdir "$DATA"
-  mapfile -t MODEL_FLAGS < <(python scripts/recipe_info.py model-flags "$OUT/released/model.pt")
+    --keep-pieces-of "$OUT/corpus/pretrain.train.txt" "$PAIRS/train.source" "$PAIRS/train.target"
+  recipe_lines MODEL_FLAGS model-flags "$OUT/released/model.pt"
   PMLM_INIT=(--finetune-from-model "$OUT/released/model.pt")
   PMLM_BUDGET=(--max-update "$PMLM_UPDATES" --total-num-update "$PMLM_UPDATES" --lr "$PMLM_LR"
                --warmup-updates $((PMLM_UPDATES / 10)))
   TOKENIZER_DIR=$OUT/released
+  stage "the released WordPiece tokenizer + fairseq-preprocess: pre-training text | summarisation pairs"
+  prepare_pretrain() {
+    run prepare "$OUT/prepare-pretrain.log" "${prepare[@]}" --wordpiece-vocab "$OUT/released/vocab.txt" \
+      --srcdict "$OUT/released/dict.txt"
+  }
+  prepare_pairs() {
+    run sum "$OUT/prepare-sum.log" bash scripts/s2s/prepare.sh --raw "$PAIRS" --name sum \
+      --pretrain-data "$TOKENIZER_DIR" --destdir "$DATA"
+  }
+  both prepare_pretrain prepare_pairs
 fi
 
-# the held-out AE/PAR numbers, the same masks before and after (fairseq-validate, one seed)
-validate() {
-  logged "$OUT/validate-$2.log" fairseq-validate "$DATA/pretrain" --user-dir fairseq_pmlm \
-    --task pseudo_masked_lm --path "$1" --tokens-per-sample 128 --batch-size 16 --max-valid-steps 20 \
-    --seed 1 --log-format json "${DEVICE[@]}"
+pmlm_stage=(fairseq-train "$DATA/pretrain" --user-dir fairseq_pmlm
+  --task pseudo_masked_lm "${MODEL_FLAGS[@]}" --criterion pmlm --objective ae+par
+  --tokens-per-sample 128 --batch-size 16 --max-tokens 100000
+  --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-6 --weight-decay 0.01
+  --lr-scheduler polynomial_decay "${PMLM_BUDGET[@]}" ${PMLM_INIT[@]+"${PMLM_INIT[@]}"}
+  --dropout 0.1 --attention-dropout 0.1 --seed "$SEED"
+  --log-format json --log-interval $(((PMLM_UPDATES + 9) / 10)) --validate-interval-updates 50 --max-valid-steps 10
+  --save-dir "$OUT/pmlm" --no-epoch-checkpoints --save-interval-updates 100000 "${DEVICE[@]}")
+# two lanes of work that do not need each other, side by side (JOBS=2) or in turn (JOBS=1):
+# PMLM: held-out AE/PAR before -> PMLM stage -> held-out after, curves -> fine-tuning -> decoding;
+# baselines: the released model (not for START=scratch), then random initialisation, each
+# fine-tuned and decoded with the same settings as the PMLM model
+lane_pmlm() {
+  if [ "$START" != scratch ]; then
+    stage "held-out AE/PAR before the PMLM stage (the released model has no LM head: it starts fresh)"
+    validate_cmd "$OUT/released/model.pt"
+    run "held-out before" "$OUT/validate-before.log" "${CMD[@]}"
+    stage "PMLM pre-training (AE+PAR) of the released model, $PMLM_UPDATES updates of 16 x 128 tokens"
+  else
+    stage "PMLM pre-training (AE+PAR) from scratch: ${MODEL_FLAGS[*]}, $PRE_MINUTES minutes"
+  fi
+  run pmlm "$OUT/pmlm.log" "${pmlm_stage[@]}"
+  stage "held-out AE/PAR after the PMLM stage"
+  validate_cmd "$OUT/pmlm/checkpoint_last.pt"
+  run "held-out after" "$OUT/validate-after.log" "${CMD[@]}"
+  python scripts/plot_curves.py "$OUT/pmlm.log" --out "$OUT/curves.png" | sed -u 's/^/curves: /'
+  system pmlm "$OUT/pmlm/checkpoint_last.pt"
 }
-if [ "$START" != scratch ]; then
-  stage "held-out AE/PAR before the PMLM stage (the released model has no LM head: it starts fresh)"
-  validate "$OUT/released/model.pt" before
-fi
-
-stage "PMLM pre-training (AE+PAR), ${MODEL_FLAGS[*]}"
-logged "$OUT/pmlm.log" fairseq-train "$DATA/pretrain" --user-dir fairseq_pmlm \
-  --task pseudo_masked_lm "${MODEL_FLAGS[@]}" --criterion pmlm --objective ae+par \
-  --tokens-per-sample 128 --batch-size 16 --max-tokens 100000 \
-  --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-6 --weight-decay 0.01 \
-  --lr-scheduler polynomial_decay "${PMLM_BUDGET[@]}" "${PMLM_INIT[@]}" \
-  --dropout 0.1 --attention-dropout 0.1 --seed 1 \
-  --log-format json --log-interval 20 --validate-interval-updates 100 --max-valid-steps 10 \
-  --save-dir "$OUT/pmlm" --no-epoch-checkpoints --save-interval-updates 100000 "${DEVICE[@]}"
-PMLM=$OUT/pmlm/checkpoint_last.pt
-stage "held-out AE/PAR after the PMLM stage"
-validate "$PMLM" after
-python scripts/plot_curves.py "$OUT/pmlm.log" --out "$OUT/curves.png"
-
-stage "summarisation pairs -> WordPiece/sentencepiece of the pre-trained model"
-bash scripts/s2s/prepare.sh --raw "$OUT/pairs" --name sum --pretrain-data "$TOKENIZER_DIR" --destdir "$DATA"
-
-SYSTEMS=(pmlm)
-[ "$START" != scratch ] && SYSTEMS+=(released)
-SYSTEMS+=(random)
-for sys in "${SYSTEMS[@]}"; do
-  case $sys in
-    pmlm) init=$PMLM ;;
-    released) init=$OUT/released/model.pt ;;
-    random) init=none ;;
-  esac
-  stage "fine-tuning ($sys): $FT_UPDATES updates of 16 pairs, lr $FT_LR"
-  logged "$OUT/finetune-$sys.log" bash scripts/s2s/finetune.sh --preset demo --data "$DATA/sum" --checkpoint "$init" \
-    --save-dir "$OUT/sum-$sys" -- "${MODEL_FLAGS[@]}" \
-    --max-update "$FT_UPDATES" --total-num-update "$FT_UPDATES" --warmup-updates $((FT_UPDATES / 10)) \
-    --lr "$FT_LR" --dropout 0 --attention-dropout 0 --target-mask-prob 0 \
-    --disable-validation --log-interval 50 "${DEVICE[@]}"
-  stage "fairseq-generate ($sys): beam 4, trigram blocking"
-  logged "$OUT/generate-$sys.log" bash scripts/s2s/generate.sh --preset demo --data "$DATA/sum" \
-    --checkpoint "$OUT/sum-$sys/checkpoint_last.pt" --refs "$OUT/pairs/test.target" --out-dir "$OUT/generate-$sys" \
-    -- "${DEVICE[@]}"
-  grep -E "^Generate" "$OUT/generate-$sys.log" | sed 's/^/   /'
-done
+lane_baselines() {
+  if [ "$START" != scratch ]; then system released "$OUT/released/model.pt"; fi
+  system random none
+}
+system() {  # NAME INIT: fine-tune, then decode the test pairs
+  stage "summarisation fine-tuning ($1): $FT_UPDATES updates of 16 pairs"
+  finetune_cmd "$1" "$2"
+  run "finetune-$1" "$OUT/finetune-$1.log" "${CMD[@]}"
+  stage "fairseq-generate ($1): beam 4, trigram blocking, the test pairs"
+  generate_cmd "$1"
+  run "generate-$1" "$OUT/generate-$1.log" "${CMD[@]}"
+}
+both lane_pmlm lane_baselines
 
 stage "results"
 echo "summarisation of docstrings, test pairs from modules held out of every training stage (ROUGE F1 %):"
 args=()
+SYSTEMS=(pmlm released random)
+if [ "$START" = scratch ]; then SYSTEMS=(pmlm random); fi
 for sys in "${SYSTEMS[@]}"; do
   case $sys in
     pmlm) name="$([ "$START" = scratch ] && echo "$ARCH" || echo "$START"): PMLM + fine-tuned" ;;
@@ -142,9 +207,10 @@ for sys in "${SYSTEMS[@]}"; do
   esac
   args+=(--hyp "$OUT/generate-$sys/hyp.txt" --name "$name")
 done
-python scripts/score.py --ref "$OUT/pairs/test.target" "${args[@]}" \
-  --hyp "$OUT/pairs/test.lead" --name "lead-1 (first body sentence)" \
-  --bootstrap --examples 3 --source "$OUT/pairs/test.source" | tee "$OUT/rouge.md"
+python scripts/score.py --ref "$PAIRS/test.target" "${args[@]}" \
+  --hyp "$PAIRS/test.lead" --name "lead-1 (first sentence of the source)" \
+  --bootstrap --examples 3 --source "$PAIRS/test.source" | tee "$OUT/rouge.md"
 echo
-echo "PMLM curves: $OUT/curves.png; checkpoints: $OUT/pmlm, $OUT/sum-*; hub: UniLMv2Model.from_pretrained('$OUT/sum-pmlm')"
+echo "PMLM curves: $OUT/curves.png; checkpoints: $OUT/pmlm, $OUT/sum-*"
+echo "hub: UniLMv2Model.from_pretrained('$OUT/sum-pmlm').sample([...])"
 echo "wall time: $((SECONDS - start)) s"

@@ -65,8 +65,9 @@ def main():
     if a.bootstrap:
         for name, scores in zip(names[1:], per_example[1:]):
             mean, lo, hi = paired_bootstrap(per_example[0], scores)
+            verdict = "within" if lo <= 0 <= hi else "larger than"
             print(f"ROUGE-L {names[0]} minus {name}: {mean:+.2f} (95% paired bootstrap over the "
-                  f"{len(refs)} examples: {lo:+.2f} to {hi:+.2f})")
+                  f"{len(refs)} examples: {lo:+.2f} to {hi:+.2f}: {verdict} the test set's resampling spread)")
     if a.examples:
         sources = read_lines(a.source)
         for k, i in enumerate(spread(len(refs), a.examples), 1):

@@ -118,3 +118,23 @@ def logits(model, net_input, prefix_len="batch"):
     h = hidden(model, net_input, prefix_len)
     with torch.no_grad():
         return model.lm_head(h)
+
+
+def stdlib_docstrings(modules):
+    """(pairs, sentences) of a few standard-library modules (e.g. ``json/__init__``), made by the
+    main job's corpus script: real text for the released-weights tests."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts",
+                        "make_docstring_corpus.py")
+    spec = importlib.util.spec_from_file_location("make_docstring_corpus", path)
+    corpus = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(corpus)
+    root = os.path.dirname(os.__file__)
+    pairs, sentences = [], []
+    for m in modules:
+        p, s = corpus.module_text(corpus.parse(os.path.join(root, m + ".py")), m.replace("/__init__", ""))
+        pairs += p
+        sentences += s + [""]
+    return pairs, sentences

@@ -13,21 +13,14 @@ import torch
 from fairseq_pmlm.weights import convert, released
 from fairseq_pmlm.weights.layouts import ConversionError
 
+from helpers import stdlib_docstrings
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAME = "all-minilm-l6-v2"
 
 
-def corpus_module():
-    spec = importlib.util.spec_from_file_location("corpus", os.path.join(REPO, "scripts", "make_stdlib_corpus.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def docstring_pairs(modules=("textwrap", "argparse", "json/__init__", "string", "fractions", "shlex", "csv")):
-    corpus = corpus_module()
-    root = os.path.dirname(os.__file__)
-    return [p for m in modules for p in corpus.module_pairs(corpus.parse(os.path.join(root, m + ".py")))]
+    return stdlib_docstrings(modules)[0]
 
 
 @pytest.fixture(scope="module")

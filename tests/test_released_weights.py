@@ -5,7 +5,6 @@ saved to disk here, the vocabulary is a WordPiece vocab trained here (``tokenize
 standard-library docstrings, with BERT's special tokens moved to BERT-like rows so the
 vocabulary permutation is exercised. Max abs differences are printed (``pytest -s``).
 """
-import importlib.util
 import json
 import os
 import subprocess
@@ -18,20 +17,15 @@ from fairseq_pmlm.modules.attention_rule import CONTEXT, PAD
 from fairseq_pmlm.weights import convert, vocab
 from fairseq_pmlm.weights.layouts import ConversionError
 
+from helpers import stdlib_docstrings
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STDLIB_MODULES = ["textwrap", "argparse", "json/__init__", "string", "fractions", "shlex"]
 DIM, HEADS, LAYERS, FFN, POSITIONS = 32, 4, 2, 64, 64
 
 
 def stdlib_lines():
-    spec = importlib.util.spec_from_file_location("corpus", os.path.join(REPO, "scripts", "make_stdlib_corpus.py"))
-    corpus = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(corpus)
-    root = os.path.dirname(os.__file__)
-    lines = []
-    for m in STDLIB_MODULES:
-        lines += corpus.module_sentences(corpus.parse(os.path.join(root, m + ".py"))) + [""]
-    return lines
+    return stdlib_docstrings(STDLIB_MODULES)[1]
 
 
 @pytest.fixture(scope="module")

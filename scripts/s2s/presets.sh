@@ -14,9 +14,9 @@ preset() {  # preset NAME: sets SRC TGT POSITIONS LR BATCH EPOCHS WARMUP TMASK B
            BEAM=5 LENPEN=0.6 LENFORM=gnmt MAXLEN=48 MINLEN=1 ;;
     qg)    SRC=464 TGT=48 POSITIONS=512 LR=2e-5 BATCH=48 EPOCHS=16 WARMUP=0.1 TMASK=0.5
            BEAM=8 LENPEN=1.3 LENFORM=gnmt MAXLEN=48 MINLEN=1 ;;
-    # the README's main job: a small model, short docstrings, minutes on a CPU (the first 64
-    # source tokens, small batches and a high lr: more updates is what helps in 3 minutes)
-    demo)  SRC=64 TGT=32 POSITIONS=512 LR=1e-3 BATCH=16 EPOCHS=3 WARMUP=0.1 TMASK=0.2
+    # the README's main job: a small model, docstrings, minutes on a CPU (48 source tokens: on the
+    # validation pairs as good as 64 and an update 13% cheaper; small batches at a high lr)
+    demo)  SRC=48 TGT=32 POSITIONS=512 LR=5e-4 BATCH=16 EPOCHS=1 WARMUP=0.1 TMASK=0
            BEAM=4 LENPEN=1.0 LENFORM=fairseq MAXLEN=32 MINLEN=1 ;;
     *) die "--preset $1: unknown preset (cnndm, xsum, qg, demo)" ;;
   esac
