@@ -7,12 +7,14 @@
 #   bash scripts/train_distributed.sh [--nproc N] [--nnodes M --node-rank R --master HOST[:PORT]]
 #        [--rdzv-timeout S] -- FAIRSEQ-TRAIN-ARGS
 #
-#   one node, 8 GPUs:   bash scripts/train_distributed.sh --nproc 8 -- data-bin/shard0:shard1 --user-dir fairseq_pmlm ...
-#   two nodes by hand:  on node R (0, 1):  bash scripts/train_distributed.sh --nproc 8 --nnodes 2 --node-rank R \
-#                           --master node0.example:29500 -- ...
-#   Slurm (sbatch):     srun --ntasks-per-node 1 bash scripts/train_distributed.sh --nproc 8 -- ...
-#                       (nodes, node rank and master come from SLURM_NNODES, SLURM_NODEID, SLURM_JOB_NODELIST)
-#   CPU, to try it:     bash scripts/train_distributed.sh --nproc 2 -- ... --cpu
+#   one node, 8 GPUs:
+#     bash scripts/train_distributed.sh --nproc 8 -- data-bin/shard0:shard1 --user-dir fairseq_pmlm ...
+#   two nodes by hand, on node R (0, 1):
+#     bash scripts/train_distributed.sh --nproc 8 --nnodes 2 --node-rank R --master node0.example:29500 -- ...
+#   Slurm (sbatch); nodes, node rank and master come from SLURM_NNODES, SLURM_NODEID, SLURM_JOB_NODELIST:
+#     srun --ntasks-per-node 1 bash scripts/train_distributed.sh --nproc 8 -- ...
+#   CPU, to try it:
+#     bash scripts/train_distributed.sh --nproc 2 -- ... --cpu
 #
 # Defaults: --nproc = GPUs on this node (2 on a CPU-only node), one node, master 127.0.0.1:29500,
 # --rdzv-timeout 300 (seconds torchrun's agents wait for every node). The effective batch is

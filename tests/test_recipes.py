@@ -5,7 +5,7 @@ user runs them, each handing the next what it made:
     -> s2s/prepare.sh -> s2s/finetune.sh -> s2s/generate.sh (score.py)
     -> glue/prepare_glue.py -> glue/finetune_glue.sh
     -> squad/finetune_squad.sh (predict_squad.py) -> squad/evaluate_squad.py
-    -> convert_checkpoint.py export
+    -> convert_checkpoint.py export -> convert_checkpoint.py import (of the export)
 
 The first two, GLUE and SQuAD are the runs test_glue.py and test_squad.py check for learning
 (tests/nlu.py builds them once a session); this file adds the rest on a few updates of the same
@@ -39,13 +39,13 @@ SHELL_SCRIPTS = {  # each with a flag that takes a value
 FEW = ["--cpu", "--num-workers", "0"]
 
 
-def recipe(done, name, *args):
-    """Run scripts/NAME (bash for .sh, else python) and keep its CompletedProcess in ``done``; a
-    failure stops the chain with the recipe's output."""
+def recipe(done, name, *args, key=None):
+    """Run scripts/NAME (bash for .sh, else python) and keep its CompletedProcess in ``done``
+    (under ``key``, default NAME); a failure stops the chain with the recipe's output."""
     path = os.path.join(REPO, "scripts", name)
     cmd = ["bash", path] if name.endswith(".sh") else [sys.executable, path]
     proc = subprocess.run([*cmd, *map(str, args)], capture_output=True, text=True, env=ENV, cwd=REPO, timeout=300)
-    done[name] = proc
+    done[key or name] = proc
     assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     return proc
 
@@ -83,6 +83,7 @@ def chain(tmp_path_factory):
     done = {}  # the recipes run here, with the user's environment (shown warnings and all)
     recipe(done, "plot_curves.py", pre["log"], "--out", tmp / "curves.png")
     recipe(done, "convert_checkpoint.py", "export", pre["checkpoint"], tmp / "hf")
+    recipe(done, "convert_checkpoint.py", "import", tmp / "hf", tmp / "imported", key="convert_checkpoint.py import")
     done.update(s2s.result())
     shared = {"prepare_data.sh": pre["prepare"], "glue/finetune_glue.sh": glue["RTE"].result(),
               "squad/finetune_squad.sh": squad["job"].result()}
@@ -109,6 +110,7 @@ def test_seq2seq_recipes_prepare_finetune_decode_and_score(chain):
     assert len((tmp / "gen" / "hyp.txt").read_text().splitlines()) == 8
     assert "| system | ROUGE-1" in (tmp / "gen" / "scores.txt").read_text()
     assert "s2s/finetune: demo on" in done["s2s/finetune.sh"].stdout
+    assert " 2 updates of 16," in done["s2s/finetune.sh"].stdout  # the --max-update after --, not the preset's
 
 
 def test_glue_recipe_prepares_finetunes_and_reports_the_dev_metric(chain):
@@ -129,11 +131,14 @@ def test_a_pretrained_checkpoint_exports_to_a_hugging_face_bert_directory(chain)
     assert config["model_type"] == "bert" and config["num_hidden_layers"] == 2
     assert {"model.safetensors", "vocab.txt"} <= set(os.listdir(tmp / "hf"))
     assert "convert_checkpoint: wrote" in done["convert_checkpoint.py"].stdout
+    # and back: the exported directory imports as released weights would
+    assert {"model.pt", "dict.txt", "vocab.txt"} <= set(os.listdir(tmp / "imported"))
+    assert "train with: --arch unilmv2_tiny" in done["convert_checkpoint.py import"].stdout
 
 
 def test_the_recipes_print_their_own_lines_and_fairseq_log_without_deprecation_warnings(chain):
     *_, run_here = chain
-    assert len(run_here) == 6
+    assert len(run_here) == 7
     for name, proc in run_here.items():
         assert "Warning" not in proc.stderr and "tensorboardX" not in proc.stdout + proc.stderr, (name, proc.stderr)
 
@@ -172,6 +177,14 @@ def test_glue_report_gives_the_best_epoch_of_the_metric_per_dev_set(tmp_path):
         "finetune_glue: CoLA valid1 (best epoch 1): mcc 30.00, accuracy 60.00"]
     with pytest.raises(ValueError, match="no dev f1 in"):
         recipe_info.glue_report(str(log), "MRPC", "f1")
+
+
+def test_a_flag_after_the_double_dash_is_read_as_fairseq_reads_it_the_last_one_wins():
+    """common.sh's extra_value: what a recipe reports is what fairseq-train will use."""
+    probe = ('source scripts/lib/common.sh; EXTRA=(--lr 1e-3 --max-update=40 --lr 3e-4); '
+             'extra_value --lr 5e-4; extra_value --max-update 815; extra_value --warmup-updates 81')
+    out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, cwd=REPO, env=ENV)
+    assert out.stdout.split() == ["3e-4", "40", "81"]
 
 
 def test_the_device_is_found_once_and_without_torch_where_nvidia_smi_shows_no_gpu(tmp_path):

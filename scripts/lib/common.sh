@@ -70,6 +70,17 @@ parse_flags() {  # "$@" by the FLAGS table; sets the variables, EXTRA=(what foll
   done
 }
 
+extra_value() {  # extra_value FLAG DEFAULT: FLAG's last value after -- (fairseq takes the last), else DEFAULT
+  local value=$2 i
+  for ((i = 0; i < ${#EXTRA[@]}; i++)); do
+    case ${EXTRA[i]} in
+      "$1") value=${EXTRA[i + 1]-} ;;
+      "$1"=*) value=${EXTRA[i]#*=} ;;
+    esac
+  done
+  printf '%s\n' "$value"
+}
+
 require_flags() {  # each named flag was given a value
   local flag var missing=() list i
   for flag in "$@"; do

@@ -42,7 +42,10 @@ PAIRS=$(recipe_info count-pairs "$DATA")
 SCHEDULE=$(recipe_info schedule --examples "$PAIRS" --batch "$BATCH" --epochs "$EPOCHS" --warmup-ratio "$WARMUP")
 read -r TOTAL WARM <<< "$SCHEDULE"
 device_flags
-echo "s2s/finetune: $PRESET on $DATA: $PAIRS pairs, $TOTAL updates of $BATCH, warmup $WARM, lr $LR, init ${PRE}"
+# the numbers the run will use: flags after -- override the preset's
+echo "s2s/finetune: $PRESET on $DATA: $PAIRS pairs, $(extra_value --max-update "$TOTAL") updates of" \
+  "$BATCH, warmup $(extra_value --warmup-updates "$WARM")," \
+  "lr $(extra_value --lr "$LR"), init ${PRE}"
 fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" \
   --task pmlm_seq2seq --criterion pmlm_seq2seq --label-smoothing 0.1 \
   --max-positions "$POSITIONS" "${BPE[@]}" \

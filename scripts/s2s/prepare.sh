@@ -17,7 +17,8 @@ RAW='' NAME='' PRE='' DEST="$ROOT/data-bin" WORKERS=2
 parse_flags "$@"
 require_flags --raw --name --pretrain-data
 [ -d "$RAW" ] || die "raw directory not found: $RAW"
-[ -f "$PRE/dict.txt" ] || die "file not found: $PRE/dict.txt (run scripts/prepare_data.sh or convert_checkpoint.py import)"
+[ -f "$PRE/dict.txt" ] ||
+  die "file not found: $PRE/dict.txt (run scripts/prepare_data.sh or convert_checkpoint.py import)"
 TOKENIZER=$(recipe_info bpe-flags "$PRE")  # fairseq's --bpe flags, one a line
 BPE=$(sed -n 2p <<< "$TOKENIZER")
 SPLITS=()
@@ -48,7 +49,8 @@ else
   python "$ROOT/scripts/wordpiece_encode.py" --vocab "$PRE/vocab.txt" --case "$CASE" --dict-out "$TMP/wp.dict.txt" \
     --inputs "${INPUTS[@]}" --outputs "${OUTPUTS[@]}"
   # the vocab's dictionary or a cut of it (convert_checkpoint.py --keep-pieces-of)
-  [ "$(grep -cvxFf "$TMP/wp.dict.txt" "$PRE/dict.txt")" = 0 ] || die "$PRE/dict.txt is not the dictionary of $PRE/vocab.txt"
+  [ "$(grep -cvxFf "$TMP/wp.dict.txt" "$PRE/dict.txt")" = 0 ] ||
+    die "$PRE/dict.txt is not the dictionary of $PRE/vocab.txt"
 fi
 echo "s2s/prepare: fairseq-preprocess (the pre-training dictionary on both sides)"
 mkdir "$TMP/bin"

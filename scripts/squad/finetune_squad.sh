@@ -40,6 +40,7 @@ fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" --task pmlm_squad --criter
   --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-6 --weight-decay "$WD" --clip-norm 1.0 \
   --lr "$LR" --lr-scheduler polynomial_decay --total-num-update "$UPDATES" --warmup-updates "$WARMUP_UPDATES" \
   --max-update "$UPDATES" --batch-size "$BSZ" --required-batch-size-multiple 1 \
-  --save-dir "$SAVE" --no-epoch-checkpoints --log-format json --log-interval 50 ${EXTRA[@]+"${EXTRA[@]}"} 2>&1 | tee "$SAVE/train.log"
+  --save-dir "$SAVE" --no-epoch-checkpoints --log-format json --log-interval 50 ${EXTRA[@]+"${EXTRA[@]}"} 2>&1 |
+  tee "$SAVE/train.log"
 python "$ROOT/scripts/squad/predict_squad.py" --checkpoint "$SAVE/checkpoint_last.pt" --json "$DEV" \
   --out "$SAVE/predictions.json" --null-odds "$SAVE/null_odds.json"
