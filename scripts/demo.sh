@@ -60,7 +60,7 @@ else
 fi
 [[ $JOBS == [12] ]] || die "JOBS must be 1 or 2, not $JOBS"
 # fine-tuning: the demo preset (scripts/s2s/presets.sh) for FT_UPDATES updates
-FT=(--max-update "$FT_UPDATES" --total-num-update "$FT_UPDATES" --warmup-updates $((FT_UPDATES / 10)))
+FT=()
 if [ -n "${FT_LR-}" ]; then FT+=(--lr "$FT_LR"); fi
 
 # run NAME LOG CMD...: CMD's whole output goes to LOG; its progress lines (fairseq's json
@@ -102,9 +102,8 @@ validate_cmd() {  # CHECKPOINT: held-out AE/PAR, the same masks every time (fair
 }
 finetune_cmd() {  # SYSTEM INIT: the same updates and settings for every system
   CMD=(bash scripts/s2s/finetune.sh --preset demo --data "$DATA/sum" --checkpoint "$2" --save-dir "$OUT/sum-$1"
-       -- "${MODEL_FLAGS[@]}" --dropout 0 --attention-dropout 0 --seed "$SEED" --disable-validation
-       --log-interval 100 "${DEVICE[@]}"
-       "${FT[@]}")
+       --updates "$FT_UPDATES" -- "${MODEL_FLAGS[@]}" --dropout 0 --attention-dropout 0 --seed "$SEED"
+       --disable-validation --log-interval 100 "${DEVICE[@]}" ${FT[@]+"${FT[@]}"})
 }
 generate_cmd() {  # SYSTEM: beam 4, trigram blocking, on the held-out test pairs
   CMD=(bash scripts/s2s/generate.sh --preset demo --data "$DATA/sum" --checkpoint "$OUT/sum-$1/checkpoint_last.pt"

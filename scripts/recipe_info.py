@@ -4,7 +4,7 @@
     python scripts/recipe_info.py bpe-flags DIR          # fairseq --bpe flags of DIR's tokenizer
     python scripts/recipe_info.py model-flags CKPT       # --arch and model flags of a checkpoint
     python scripts/recipe_info.py copy-tokenizer SRC DEST
-    python scripts/recipe_info.py schedule --examples N --batch B --epochs E --warmup-ratio R
+    python scripts/recipe_info.py schedule --examples N --batch B --epochs E --warmup-ratio R [--updates U]
                                                          # "UPDATES WARMUP_UPDATES"
     python scripts/recipe_info.py glue-meta DIR          # "TASK TRAIN_EXAMPLES METRIC NUM_CLASSES"
     python scripts/recipe_info.py glue-report LOG TASK METRIC   # the best dev epoch of a GLUE run
@@ -35,13 +35,16 @@ from fairseq_pmlm.weights import tokenizer_files  # noqa: E402  (after the stand
 GLUE_SHOWN = {"mcc": ["mcc", "accuracy"], "f1": ["f1", "accuracy"], "pearson": ["pearson", "spearman"]}
 
 
-def schedule(examples, batch, epochs, warmup_ratio):
-    """(updates, warmup updates) of ``epochs`` epochs of ``examples`` at ``batch`` an update: the
-    linear schedules of the fine-tuning recipes need the total up front."""
+def schedule(examples, batch, epochs, warmup_ratio, updates=None):
+    """(updates, warmup updates) of ``epochs`` epochs of ``examples`` at ``batch`` an update, or of
+    ``updates`` updates when given (the warmup keeps its share): the linear schedules of the
+    fine-tuning recipes need the total up front."""
     if examples < 1 or batch < 1 or epochs < 1 or not 0 <= warmup_ratio < 1:
         raise ValueError(f"schedule: need examples, batch and epochs >= 1 and a warmup ratio in [0, 1), got "
                          f"{examples}, {batch}, {epochs}, {warmup_ratio}")
-    updates = math.ceil(examples / batch) * epochs
+    if updates is not None and updates < 1:
+        raise ValueError(f"schedule: need updates >= 1, got {updates}")
+    updates = math.ceil(examples / batch) * epochs if updates is None else updates
     warmup = max(1, round(warmup_ratio * updates)) if warmup_ratio > 0 else 0
     return updates, warmup
 
@@ -114,6 +117,7 @@ def parser():
     s.add_argument("--batch", type=int, required=True)
     s.add_argument("--epochs", type=int, required=True)
     s.add_argument("--warmup-ratio", type=float, required=True)
+    s.add_argument("--updates", type=int, help="this many updates instead of the epochs'")
     sub.add_parser("glue-meta").add_argument("dir")
     g = sub.add_parser("glue-report")
     for name in ("log", "task", "metric"):
@@ -142,7 +146,7 @@ def run(a):
 
         return flags_of_checkpoint(a.checkpoint)
     if a.command == "schedule":
-        return [" ".join(map(str, schedule(a.examples, a.batch, a.epochs, a.warmup_ratio)))]
+        return [" ".join(map(str, schedule(a.examples, a.batch, a.epochs, a.warmup_ratio, a.updates)))]
     if a.command == "glue-meta":
         return [" ".join(map(str, glue_meta(a.dir)))]
     if a.command == "glue-report":

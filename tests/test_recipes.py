@@ -162,6 +162,9 @@ def test_schedule_is_whole_epochs_of_batches_with_the_warmup_share_rounded():
     assert recipe_info.schedule(33, 16, 2, 0.0) == (6, 0)
     with pytest.raises(ValueError, match="schedule: need examples, batch and epochs >= 1"):
         recipe_info.schedule(0, 16, 1, 0.1)
+    assert recipe_info.schedule(13030, 16, 1, 0.1, updates=720) == (720, 72)  # finetune.sh --updates
+    with pytest.raises(ValueError, match="schedule: need updates >= 1, got 0"):
+        recipe_info.schedule(400, 16, 6, 0.1, updates=0)
 
 
 def test_glue_report_gives_the_best_epoch_of_the_metric_per_dev_set(tmp_path):

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Fine-tune a unilmv2 checkpoint for sequence-to-sequence with s2s-ft's pseudo-masking
 # (task pmlm_seq2seq, criterion pmlm_seq2seq), with a preset of scripts/s2s/presets.sh.
-# Linear warmup + linear decay over the preset's epochs, as in the paper's appendix.
+# Linear warmup + linear decay over the preset's epochs, as in the paper's appendix; --updates N
+# trains N updates instead, warmup and decay scaled to them.
 #
 #   bash scripts/s2s/finetune.sh --preset PRESET --data DATA --checkpoint PRETRAINED.pt|none \
-#       --save-dir SAVE_DIR [-- MORE FAIRSEQ-TRAIN ARGS]
+#       --save-dir SAVE_DIR [--updates N] [-- MORE FAIRSEQ-TRAIN ARGS]
 #   e.g. bash scripts/s2s/finetune.sh --preset xsum --data data-bin/xsum \
 #            --checkpoint checkpoints/unilmv2_base/checkpoint_last.pt --save-dir checkpoints/xsum \
 #            -- --batch-size 16 --update-freq 4
@@ -21,8 +22,8 @@ source "$(dirname "$0")/../lib/common.sh"
 # shellcheck source=presets.sh
 source "$ROOT/scripts/s2s/presets.sh"
 activate_venv
-declare -A FLAGS=([--preset]=PRESET [--data]=DATA [--checkpoint]=PRE [--save-dir]=SAVE)
-PRESET='' DATA='' PRE='' SAVE=''
+declare -A FLAGS=([--preset]=PRESET [--data]=DATA [--checkpoint]=PRE [--save-dir]=SAVE [--updates]=UPDATES)
+PRESET='' DATA='' PRE='' SAVE='' UPDATES=''
 PASS_TO=fairseq-train
 parse_flags "$@"
 require_flags --preset --data --checkpoint --save-dir
@@ -39,7 +40,8 @@ else
 fi
 recipe_lines BPE bpe-flags "$DATA"
 PAIRS=$(recipe_info count-pairs "$DATA")
-SCHEDULE=$(recipe_info schedule --examples "$PAIRS" --batch "$BATCH" --epochs "$EPOCHS" --warmup-ratio "$WARMUP")
+SCHEDULE=$(recipe_info schedule --examples "$PAIRS" --batch "$BATCH" --epochs "$EPOCHS" --warmup-ratio "$WARMUP" \
+  ${UPDATES:+--updates "$UPDATES"})
 read -r TOTAL WARM <<< "$SCHEDULE"
 device_flags
 # the numbers the run will use: flags after -- override the preset's
