@@ -9,19 +9,21 @@
     python scripts/recipe_info.py glue-meta DIR          # "TASK TRAIN_EXAMPLES METRIC NUM_CLASSES"
     python scripts/recipe_info.py glue-report LOG TASK METRIC   # the best dev epoch of a GLUE run
     python scripts/recipe_info.py gpus                   # the GPUs torch can use (imports torch)
-    python scripts/recipe_info.py count-pairs DATA       # training pairs of an s2s data directory
+    python scripts/recipe_info.py count-items PREFIX.idx # items of a binarized split (its mmap index header)
+    python scripts/recipe_info.py run-of CHECKPOINT      # "TASK UPDATES INIT" of a training checkpoint
     python scripts/recipe_info.py squad-windows --data DIR --train-json F [--max-positions 384]
                                                 [--doc-stride 128] [--squad-v2]   # its training windows
 
-The first six run without fairseq (a fraction of a second, not its ~4 s import): the plugin
+The first seven run without fairseq (a fraction of a second, not its ~4 s import): the plugin
 package is entered through a bare stand-in, so its ``__init__`` (fairseq registrations) does not
-run. count-pairs and squad-windows import fairseq, as they read fairseq's data and task.
+run. run-of imports torch; squad-windows imports fairseq, as it reads fairseq's data and task.
 """
 import argparse
 import json
 import math
 import os
 import re
+import struct
 import sys
 import types
 
@@ -84,13 +86,32 @@ def gpus():
     return torch.cuda.device_count()
 
 
-def count_pairs(data, split="train"):
-    from fairseq.data.indexed_dataset import MMapIndexedDataset
+def count_items(idx):
+    """Items of a binarized split, off fairseq's mmap index header (9-byte magic, version, dtype
+    code, then the count as 8 bytes little-endian)."""
+    try:
+        with open(idx, "rb") as f:
+            head = f.read(26)
+    except OSError as e:
+        raise ValueError(f"cannot read {idx}: {e.strerror}") from None
+    if head[:9] != b"MMIDIDX\x00\x00" or len(head) < 26:
+        raise ValueError(f"{idx} is not a fairseq mmap index (fairseq-preprocess --dataset-impl mmap)")
+    return struct.unpack("<Q", head[18:26])[0]
 
-    prefix = os.path.join(data, f"{split}.source-target.source")
-    if not os.path.isfile(prefix + ".idx"):
-        raise ValueError(f"no binarized {split} split in {data} (run scripts/s2s/prepare.sh)")
-    return len(MMapIndexedDataset(prefix))
+
+def run_of(checkpoint):
+    """(task, updates, absolute --finetune-from-model or "none") of a fairseq-train checkpoint:
+    whether a save dir's checkpoint_last.pt is the run a recipe is about to start."""
+    import torch
+
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+        cfg, history = state["cfg"], state.get("optimizer_history") or [{}]
+        init = cfg["checkpoint"].get("finetune_from_model")
+        return cfg["task"]["_name"], history[-1].get("num_updates", 0), os.path.abspath(init) if init else "none"
+    except Exception as e:  # unreadable or not a training checkpoint: why, in one line
+        why = (str(e).splitlines() or [""])[0]
+        raise ValueError(f"{checkpoint}: cannot read it ({type(e).__name__}: {why})") from None
 
 
 def squad_windows(data, train_json, max_positions, doc_stride, v2):
@@ -123,7 +144,8 @@ def parser():
     for name in ("log", "task", "metric"):
         g.add_argument(name)
     sub.add_parser("gpus")
-    sub.add_parser("count-pairs").add_argument("data")
+    sub.add_parser("count-items").add_argument("idx")
+    sub.add_parser("run-of").add_argument("checkpoint")
     w = sub.add_parser("squad-windows")
     w.add_argument("--data", required=True)
     w.add_argument("--train-json", required=True)
@@ -153,8 +175,10 @@ def run(a):
         return glue_report(a.log, a.task, a.metric)
     if a.command == "gpus":
         return [str(gpus())]
-    if a.command == "count-pairs":
-        return [str(count_pairs(a.data))]
+    if a.command == "count-items":
+        return [str(count_items(a.idx))]
+    if a.command == "run-of":
+        return [" ".join(map(str, run_of(a.checkpoint)))]
     return [str(squad_windows(a.data, a.train_json, a.max_positions, a.doc_stride, a.squad_v2))]
 
 

@@ -14,12 +14,30 @@ import argparse
 import sys
 
 
+def fail(message):
+    """One line on stderr and exit status 2, as every recipe stops."""
+    print(f"score.py: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def read_lines(path):
+    """The lines of a UTF-8 text file, split at newlines only (a CRLF's \\r is dropped), so that
+    line N is the Nth example as the recipes count them (a last line without newline counts)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return [line.rstrip("\n") for line in f]
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as e:
-        sys.exit(f"score.py: error: cannot read {path}: {e.strerror}")
+        fail(f"cannot read {path}: {e.strerror}")
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    out = []
+    for n, line in enumerate(lines, 1):
+        try:
+            out.append(line.decode("utf-8").removesuffix("\r"))
+        except UnicodeDecodeError as e:
+            fail(f"{path} line {n}: not UTF-8 text (byte {line[e.start]:#04x} at byte {e.start + 1} of the line)")
+    return out
 
 
 def main():
@@ -39,17 +57,21 @@ def main():
         p.error("give one --name per --hyp")
     if a.examples and not a.source:
         p.error("--examples needs --source")
+    # every file is read and checked before the scorer's (fairseq's) import: errors come at once
+    refs = read_lines(a.ref)
+    sources = read_lines(a.source) if a.examples else []
+    if a.examples and len(sources) != len(refs):
+        fail(f"{a.source} has {len(sources)} lines but {a.ref} has {len(refs)}")
+    hyp_files = [read_lines(path) for path in a.hyp]
+    for path, hyps in zip(a.hyp, hyp_files):
+        if len(hyps) != len(refs):
+            fail(f"{path} has {len(hyps)} lines but {a.ref} has {len(refs)}")
     from fairseq_pmlm.scoring.rouge import ROUGE_TYPES, rouge_per_example
 
-    refs = read_lines(a.ref)
     header = ["system"] + [t.replace("rouge", "ROUGE-") for t in ROUGE_TYPES] + (["BLEU-4"] if a.bleu else [])
-    rows, systems, per_example = [], [], []
-    for name, path in zip(names, a.hyp):
-        hyps = read_lines(path)
-        if len(hyps) != len(refs):
-            sys.exit(f"score.py: error: {path} has {len(hyps)} lines but {a.ref} has {len(refs)}")
+    rows, per_example = [], []
+    for name, hyps in zip(names, hyp_files):
         per = rouge_per_example(refs, hyps, use_stemmer=not a.no_stemmer)
-        systems.append(hyps)
         per_example.append(per["rougeL"])
         row = [name] + [f"{sum(per[t]) / max(len(refs), 1):.2f}" for t in ROUGE_TYPES]
         if a.bleu:
@@ -69,11 +91,10 @@ def main():
             print(f"ROUGE-L {names[0]} minus {name}: {mean:+.2f} (95% paired bootstrap over the "
                   f"{len(refs)} examples: {lo:+.2f} to {hi:+.2f}: {verdict} the test set's resampling spread)")
     if a.examples:
-        sources = read_lines(a.source)
         for k, i in enumerate(spread(len(refs), a.examples), 1):
             print(f"\nexample {k} (test line {i + 1})\n  source:    {sources[i][:160]}"
                   f"{' ...' if len(sources[i]) > 160 else ''}\n  reference: {refs[i]}")
-            for name, hyps in zip(names, systems):
+            for name, hyps in zip(names, hyp_files):
                 print(f"  {name}: {hyps[i]}")
 
 

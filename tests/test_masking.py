@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from fairseq_pmlm.data.blockwise_masking import MaskingConfig, sample_blocks
-from fairseq_pmlm.data.pmlm_dataset import pack_documents
 from fairseq_pmlm.modules.attention_rule import CONTEXT, ORIGINAL, PSEUDO
 from fairseq_pmlm.symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 
 from helpers import N_WORDS, make_dataset, make_dictionary, special_ids, words
+from pack_reference import pack_documents
 
 N_EXAMPLES = 180
 

@@ -11,50 +11,9 @@ from ..modules.attention_rule import CONTEXT, PAD
 from ..symbols import random_token_candidates
 from .blockwise_masking import MaskingConfig, build_example
 from .complete_batches import CompleteBatchesMixin
+from .document_index import build_document_index
 
 logger = logging.getLogger(__name__)
-
-
-def pack_documents(sizes, max_tokens):
-    """Greedily pack each document's sentences into chunks of at most ``max_tokens``.
-
-    ``sizes``: per-line item sizes of a ``fairseq-preprocess`` dataset (each line ends with
-    its EOS, so a blank line, i.e. a document boundary, has size 1). A sentence longer than
-    ``max_tokens`` is split into pieces. Returns (pieces [K, 3] of (line, start, end),
-    chunk_offsets [C + 1], stats dict).
-    """
-    # documents as lists of (line, start, end) pieces; long sentences cut into pieces
-    documents, doc = [], []
-    stats = {"documents": 0, "short_documents": 0, "long_sentences": 0}
-    for line, size in enumerate(np.asarray(sizes).tolist() + [1]):  # sentinel boundary
-        n = size - 1  # drop the EOS that fairseq-preprocess appended
-        if n <= 0:
-            if doc:
-                documents.append(doc)
-            doc = []
-            continue
-        stats["long_sentences"] += n > max_tokens
-        doc.extend((line, s, min(n, s + max_tokens)) for s in range(0, n, max_tokens))
-
-    pieces, offsets = [], [0]
-    for doc in documents:
-        stats["documents"] += 1
-        if sum(e - s for _, s, e in doc) < 2:
-            stats["short_documents"] += 1
-            continue
-        chunks, length = [[]], 0
-        for piece in doc:
-            n = piece[2] - piece[1]
-            if length + n > max_tokens:
-                chunks.append([])
-                length = 0
-            chunks[-1].append(piece)
-            length += n
-        for chunk in chunks:
-            if sum(e - s for _, s, e in chunk) >= 2:  # S1 and S2 need a token each
-                pieces.extend(chunk)
-                offsets.append(len(pieces))
-    return np.array(pieces, dtype=np.int64).reshape(-1, 3), np.array(offsets, dtype=np.int64), stats
 
 
 class PseudoMaskedLMDataset(CompleteBatchesMixin, FairseqDataset):
@@ -67,16 +26,16 @@ class PseudoMaskedLMDataset(CompleteBatchesMixin, FairseqDataset):
         self.mask_idx, self.pseudo_idx = mask_idx, pseudo_idx
         self.seed = seed
         self.epoch = 1
-        self.pieces, self.offsets, stats = pack_documents(lines.sizes, tokens_per_sample - 3)
+        self.max_tokens = tokens_per_sample - 3
+        self.index = build_document_index(lines.sizes, self.max_tokens)
         logger.info(
-            f"{split}: {len(self)} examples from {stats['documents']} documents; skipped "
-            f"{stats['short_documents']} documents of fewer than 2 tokens; split "
-            f"{stats['long_sentences']} sentences longer than {tokens_per_sample - 3} tokens"
+            f"{split}: {len(self)} examples from {self.index.documents} documents; skipped "
+            f"{self.index.short_documents} documents of fewer than 2 tokens; split "
+            f"{self.index.long_sentences} sentences longer than {self.max_tokens} tokens"
         )
         if len(self) == 0:
             raise ValueError(f"{split}: no usable document (each needs at least 2 tokens)")
-        lengths = self.pieces[:, 2] - self.pieces[:, 1]
-        body = np.add.reduceat(lengths, self.offsets[:-1])
+        body = self.index.lengths
         self._sizes = body + 3  # context length: [SOS] S1 [EOS] S2 [EOS]
         # batching estimate of the appended part (two tokens per masked token), rounded up
         appended = (2 * np.ceil(masking.mask_prob * body) + 6).astype(np.int64) * (objective != "ae")
@@ -91,11 +50,15 @@ class PseudoMaskedLMDataset(CompleteBatchesMixin, FairseqDataset):
         self.epoch = epoch
 
     def __len__(self):
-        return len(self.offsets) - 1
+        return len(self.index)
+
+    def chunk_pieces(self, index):
+        """(line, start, end) of the chunk's sentences (a long sentence's pieces apart)."""
+        return self.index.pieces(index, lambda line: int(self.lines.sizes[line]) - 1, self.max_tokens)
 
     def sentences(self, index):
         """The chunk's sentences (pieces) as int64 arrays, without EOS."""
-        rows = self.pieces[self.offsets[index] : self.offsets[index + 1]]
+        rows = self.chunk_pieces(index)
         return [np.asarray(self.lines[line][s:e], dtype=np.int64) for line, s, e in rows]
 
     def __getitem__(self, index):

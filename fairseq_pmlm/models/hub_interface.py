@@ -20,6 +20,7 @@ What ``from_pretrained`` finds by itself (every guess can be overridden by an ar
   the one beside the dictionary (``spm.model`` or ``vocab.txt``, weights/tokenizer_files.py).
 """
 import logging
+import numbers
 import os
 
 import torch
@@ -27,6 +28,8 @@ import torch.nn.functional as F
 from fairseq import checkpoint_utils, hub_utils
 from omegaconf import OmegaConf, open_dict
 
+from ..checkpoint_files import read as read_checkpoint
+from ..data.input_text import valid_unicode
 from ..symbols import FAIRSEQ_MASK_SYMBOL, MASK_SYMBOL
 from ..weights import tokenizer_files
 
@@ -91,7 +94,7 @@ def tokenizer_cfg(saved_bpe, data_dir):
 
 def from_pretrained(model_name_or_path, checkpoint_file=None, data_name_or_path=None, **overrides):
     checkpoint = find_checkpoint(model_name_or_path, checkpoint_file)
-    saved = OmegaConf.create(torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)["cfg"])
+    saved = OmegaConf.create(read_checkpoint(checkpoint)["cfg"])  # an unreadable file: one line naming it
     data = find_data_dir(checkpoint, saved, data_name_or_path)
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
         [checkpoint], arg_overrides={"data": os.path.abspath(data), **overrides})
@@ -115,7 +118,7 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
 
     # ------------------------------------------------------------------ text <-> tokens
     def _pieces(self, text):
-        text = text.strip()
+        text = valid_unicode(text.strip())  # bytes that are not UTF-8 become U+FFFD, with a warning
         return self.bpe.encode(text) if self.bpe is not None else text
 
     def encode(self, sentence, *addl_sentences, no_separator=False):
@@ -206,18 +209,24 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
     # ------------------------------------------------------------------ generation
     def generate(self, tokenized_sentences, beam=5, verbose=False, **kwargs):
         """fairseq's hub ``generate`` for sequence-to-sequence checkpoints. Without ``max_len_b``
-        the longest output is the fine-tuning target length (``--max-target-positions``)."""
+        the longest output is the fine-tuning target length (``--max-target-positions``).
+        A source without a token (``sample([""])``) is refused with a ValueError naming it rather
+        than answered with text the model invents from nothing; so is a ``beam`` below 1."""
         if not self.is_seq2seq:
             raise ValueError(f"generate: this checkpoint's task is {self.cfg.task._name}, not pmlm_seq2seq: "
                              "fine-tune it for sequence-to-sequence first (scripts/s2s/finetune.sh)")
-        bos = self.src_dict.bos()
+        if isinstance(beam, bool) or not isinstance(beam, numbers.Integral) or beam < 1:
+            raise ValueError(f"generate: beam must be a positive int (the hypotheses kept per step), got {beam!r}")
+        d = self.src_dict
         def strip(t):  # the task adds [SOS] itself (as for fairseq-generate's binarized lines)
-            return t[1:] if t.numel() and t[0] == bos else t
+            return t[1:] if t.numel() and t[0] == d.bos() else t
 
-        if torch.is_tensor(tokenized_sentences) and tokenized_sentences.dim() == 1:
-            tokenized_sentences = strip(tokenized_sentences)
-        else:
-            tokenized_sentences = [strip(t) for t in tokenized_sentences]
+        one = torch.is_tensor(tokenized_sentences) and tokenized_sentences.dim() == 1
+        tokenized_sentences = strip(tokenized_sentences) if one else [strip(t) for t in tokenized_sentences]
+        for i, t in enumerate([tokenized_sentences] if one else tokenized_sentences):
+            if not bool((t.ne(d.eos()) & t.ne(d.pad())).any()):
+                raise ValueError(f"generate: source {i} is empty (no token besides [SOS]/[EOS]): "
+                                 "there is nothing to generate from")
         if "max_len_b" not in kwargs:
             kwargs["max_len_b"] = min(self.cfg.generation.max_len_b, self.task.cfg.max_target_positions - 1)
         with torch.no_grad():

@@ -6,6 +6,8 @@ Dataclass registration (not legacy ``add_args``) keeps checkpoints loadable unde
 import copy
 import hashlib
 import logging
+import os
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -90,6 +92,29 @@ def nlu_layout(tokens, pad, eos):
     return positions, segments, kinds, torch.zeros_like(tokens)
 
 
+def dictionary_file(task):
+    """The file the task's dictionary was read from, for messages: dict.txt (or dict.source.txt) of
+    the plugin's tasks, input0/dict.txt of fairseq's sentence_prediction; None if none is found."""
+    data = str(safe_getattr(getattr(task, "cfg", None), "data", "") or "").split(os.pathsep)[0]
+    for name in ("dict.txt", "dict.source.txt", os.path.join("input0", "dict.txt")):
+        if data and os.path.isfile(os.path.join(data, name)):
+            return os.path.join(data, name)
+    return None
+
+
+def checkpoint_being_loaded():
+    """(file, by the trainer) of the checkpoint fairseq is loading into a model, read off the
+    caller's frame: fairseq passes ``load_state_dict`` no file name (its trainer and
+    ``load_model_ensemble_and_task`` both hold it as ``filename``)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code, filename = frame.f_code, frame.f_locals.get("filename")
+        if isinstance(filename, str) and code.co_name in ("load_checkpoint", "load_model_ensemble_and_task"):
+            return filename, code.co_name == "load_checkpoint" and code.co_filename.endswith("trainer.py")
+        frame = frame.f_back
+    return None, False
+
+
 def dictionary_digest(dictionary):
     """16 bytes identifying a dictionary's symbols, stored in every checkpoint."""
     h = hashlib.md5("\n".join(dictionary.symbols).encode("utf-8")).digest()
@@ -140,7 +165,9 @@ class UniLMv2Model(BaseFairseqModel):
             raise ValueError(
                 f"--tokens-per-sample {need} exceeds the model's --max-positions {cfg.max_positions}"
             )
-        return cls(cfg, task.source_dictionary)
+        model = cls(cfg, task.source_dictionary)
+        model.dictionary_file = dictionary_file(task)  # named when a checkpoint of another dictionary is loaded
+        return model
 
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file=None, data_name_or_path=None, **kwargs):
@@ -227,15 +254,26 @@ class UniLMv2Model(BaseFairseqModel):
                     logger.info(f"{start + k}: not in the checkpoint, starts from fresh weights")
                     state_dict[start + k] = v
 
+    def check_dictionary(self, state_dict):
+        """A checkpoint of another dictionary (digest, or embedding rows where it has no digest)
+        stops with one line naming the checkpoint, the data's dictionary file and both sizes.
+        Under fairseq's trainer that line is a SystemExit: the trainer replaces any Exception raised
+        here by "please ensure that the architectures match", which blames the wrong thing."""
+        digest, embed = state_dict.get("dictionary_digest"), state_dict.get("transformer.embed_tokens.weight")
+        rows, mine = (None if embed is None else embed.size(0)), self.transformer.embed_tokens.weight.size(0)
+        if (digest is None or torch.equal(digest.cpu(), self.dictionary_digest.cpu())) and rows in (None, mine):
+            return
+        checkpoint, by_trainer = checkpoint_being_loaded()
+        sizes = f"{rows} rows against {mine}" if rows != mine else f"both {mine} rows, other symbols or order"
+        ours = getattr(self, "dictionary_file", None) or "the task's dictionary"
+        msg = (f"{checkpoint or 'the checkpoint'} was trained with a different dictionary than {ours} + [MASK] + [P] "
+               f"({sizes}): binarize the data with the checkpoint's dictionary (fairseq-preprocess --srcdict)")
+        if by_trainer:
+            raise SystemExit(f"{os.path.basename(sys.argv[0])}: error: {msg}")
+        raise ValueError(msg)
+
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        theirs = state_dict.get("dictionary_digest")
-        if theirs is not None and not torch.equal(theirs.cpu(), self.dictionary_digest.cpu()):
-            msg = (
-                "checkpoint was trained with a different dictionary than the task's dict.txt "
-                "(binarize with the checkpoint's dictionary: fairseq-preprocess --srcdict)"
-            )
-            logger.error(msg)  # fairseq's trainer re-raises with a generic message; keep ours visible
-            raise ValueError(msg)
+        self.check_dictionary(state_dict)
         key = "transformer.embed_positions.weight"
         old, new_rows = state_dict.get(key), self.transformer.embed_positions.weight.size(0)
         if old is not None and old.size(0) < new_rows:

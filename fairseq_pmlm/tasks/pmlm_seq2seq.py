@@ -30,6 +30,7 @@ from omegaconf import II, MISSING
 
 from ..data.blockwise_masking import MaskingConfig, corrupt
 from ..data.complete_batches import CompleteBatchesMixin
+from ..data.input_text import ValidUnicodeBPE, tolerant_stdin
 from ..sequence_generator import LENPEN_FORMULAS, PMLMSequenceGenerator
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL, random_token_candidates
 from .autocast import AutocastConfig, BF16AutocastMixin
@@ -64,8 +65,11 @@ class PMLMSeq2SeqConfig(AutocastConfig):
 
 
 class WordDropPairDataset(CompleteBatchesMixin, LanguagePairDataset):
-    """LanguagePairDataset that skips empty pairs and corrupts the target *inputs*
-    (``prev_output_tokens``) with s2s-ft's word drop; the targets stay intact."""
+    """LanguagePairDataset that corrupts the target *inputs* (``prev_output_tokens``) with
+    s2s-ft's word drop (the targets stay intact) and skips the pairs with an empty side of the
+    training and validation splits, counted in the log. A test split keeps every pair, so that
+    fairseq-generate writes one hypothesis per reference line: an empty source is decoded from
+    ``[SOS] [EOS]``, an empty reference simply scores 0."""
 
     def __init__(self, *args, empty=None, drop_prob=0.0, mask_idx=None, seed=1, split="train", **kwargs):
         """``empty``: bool per pair, True where the source or the target line had no token."""
@@ -94,10 +98,15 @@ class WordDropPairDataset(CompleteBatchesMixin, LanguagePairDataset):
 
     def filter_indices_by_size(self, indices, max_sizes):
         empty = self.empty[indices]
+        if self.split.startswith("test"):
+            if empty.any():
+                logger.warning(f"{self.split}: {int(empty.sum())} pairs with an empty source or target line "
+                               "are decoded too (an empty reference scores 0)")
+            if isinstance(max_sizes, tuple):
+                max_sizes = (max_sizes[0], float("inf"))  # whole references (see load_dataset)
+            return super().filter_indices_by_size(indices, max_sizes)
         if empty.any():
             logger.warning(f"{self.split}: skipped {int(empty.sum())} pairs with an empty source or target line")
-        if self.split.startswith("test") and isinstance(max_sizes, tuple):
-            max_sizes = (max_sizes[0], float("inf"))  # whole references (see load_dataset)
         return super().filter_indices_by_size(indices[~empty], max_sizes)
 
 
@@ -159,6 +168,13 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         return LanguagePairDataset(
             src, src.sizes, self.dictionary, tgt_dict=self.dictionary, left_pad_source=False, constraints=constraints,
         )
+
+    def build_bpe(self, args):
+        """fairseq-interactive's and fairseq-generate's tokenizer; raw stdin lines with bytes that
+        are not UTF-8 are tokenised with U+FFFD in their place instead of ending the session."""
+        tolerant_stdin()
+        bpe = super().build_bpe(args)
+        return None if bpe is None else ValidUnicodeBPE(bpe)
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)

@@ -11,6 +11,7 @@ from omegaconf import II, MISSING
 
 from ..data.blockwise_masking import MaskingConfig
 from ..data.pmlm_dataset import PseudoMaskedLMDataset
+from ..data.shards import check_complete, check_shards
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 from .autocast import AutocastConfig, BF16AutocastMixin
 
@@ -98,7 +99,11 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
 
     @classmethod
     def setup_task(cls, cfg: PseudoMaskedLMConfig, **kwargs):
-        return cls(cfg, load_pmlm_dictionary(cfg.data))
+        dictionary = load_pmlm_dictionary(cfg.data)
+        paths = utils.split_paths(cfg.data)
+        if len(paths) > 1:  # a bad shard is found now, not at the epoch that first reads it
+            check_shards(paths)
+        return cls(cfg, dictionary)
 
     def masking_config(self):
         c = self.cfg
@@ -110,6 +115,7 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         paths = utils.split_paths(self.cfg.data)
+        # one shard per epoch, round-robin (fairseq loads the valid split once, with epoch 1: the first)
         split_path = os.path.join(paths[(epoch - 1) % len(paths)], split)
         # fairseq's mmap reader fails on a 0-byte .bin with "cannot mmap an empty file"
         if os.path.isfile(split_path + ".bin") and os.path.getsize(split_path + ".bin") == 0:
@@ -119,6 +125,7 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
             raise FileNotFoundError(f"dataset not found: {split_path}.{{bin,idx}}")
         if len(lines) == 0:
             raise ValueError(f"dataset is empty: {split_path}")
+        check_complete(split_path, lines)
         try:
             dataset = PseudoMaskedLMDataset(
                 lines, self.dictionary, self.cfg.tokens_per_sample, self.masking_config(),

@@ -5,5 +5,8 @@ checkpoints (docs/DESIGN.md §7). Nothing here registers fairseq components, so 
 - ``vocab``: a BERT ``vocab.txt`` <-> the fairseq dictionary's row order;
 - ``layouts``: Hugging Face BERT / released UniLMv2 key layouts <-> the model's keys;
 - ``checkpoint``: fairseq checkpoint files (cfg + state) and atomic directory writes;
-- ``convert``: the two operations, import and export, and their command line.
+- ``s2sft``: what s2s-ft's fine-tuned saves and its loader add to the UniLMv2 layout;
+- ``convert``: import, and the command line of both operations;
+- ``export``: export, to Hugging Face (with ``hf_modeling``, the modeling code an export ships,
+  which needs only torch and transformers) or to s2s-ft's UniLMv2 layout.
 """

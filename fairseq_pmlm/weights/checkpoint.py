@@ -72,15 +72,21 @@ def flags_of_checkpoint(path):
     return ["--arch", arch, *model_flags(shape, arch)]
 
 
-def training_cfg(data_dir, shape, arch, bpe_vocab=None, cased=False):
-    """The cfg ``fairseq-train DATA --task pseudo_masked_lm --arch ARCH ...`` would save."""
+def training_cfg(data_dir, shape, arch, bpe_vocab=None, cased=False, seq2seq=None):
+    """The cfg ``fairseq-train DATA --task pseudo_masked_lm --arch ARCH ...`` would save; with
+    ``seq2seq`` = (source, target) positions, that of ``--task pmlm_seq2seq`` (a model already
+    fine-tuned for sequence-to-sequence: the hub's ``sample`` and fill-mask go by the task)."""
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from omegaconf import OmegaConf
 
-    argv = [data_dir, "--user-dir", USER_DIR, "--task", "pseudo_masked_lm", "--criterion", "pmlm",
-            "--arch", arch, "--tokens-per-sample", str(min(512, shape.max_positions)),
-            "--optimizer", "adam", *model_flags(shape, arch)]
+    if seq2seq is None:
+        task = ["--task", "pseudo_masked_lm", "--criterion", "pmlm", "--tokens-per-sample",
+                str(min(512, shape.max_positions))]
+    else:
+        task = ["--task", "pmlm_seq2seq", "--criterion", "pmlm_seq2seq", "--max-source-positions", str(seq2seq[0]),
+                "--max-target-positions", str(seq2seq[1])]
+    argv = [data_dir, "--user-dir", USER_DIR, *task, "--arch", arch, "--optimizer", "adam", *model_flags(shape, arch)]
     if bpe_vocab:
         argv += ["--bpe", "bert", "--bpe-vocab-file", bpe_vocab] + (["--bpe-cased"] if cased else [])
     args = options.parse_args_and_arch(options.get_training_parser(), argv)
@@ -104,6 +110,16 @@ def checkpoint_state(cfg, model_state):
         "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True, "version": 2}},
         "last_optimizer_state": None,
     }
+
+
+def refuse_replacing_inputs(out_dir, inputs):
+    """Replacing ``out_dir`` deletes what it holds: never when that is one of ``inputs`` (the
+    output is an input, or an input lies inside it), with or without --force."""
+    out = os.path.realpath(out_dir)
+    for path in inputs:
+        real = os.path.realpath(path)
+        if real == out or real.startswith(out + os.sep):
+            raise ConversionError(f"the output directory {out_dir} holds the input {path}: choose another output")
 
 
 @contextmanager

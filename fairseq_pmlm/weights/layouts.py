@@ -26,6 +26,11 @@ IGNORED_PREFIXES = ("pooler.", "cls.seq_relationship.")
 IGNORED_KEYS = ("embeddings.position_ids", "embeddings.token_type_ids")
 REL_TABLE_KEYS = ("encoder.rel_pos_bias.weight", "rel_pos_bias.weight")
 HEAD = "cls.predictions."
+# what s2s-ft's fine-tuning save adds (its BertForSequenceToSequence): the output projection as a
+# tied copy of the word embedding (checked, dropped), and its label-smoothing loss's constant
+# target distribution, a buffer and no weight (dropped)
+S2SFT_TIED = HEAD + "decoder_weight"
+S2SFT_LOSS_BUFFERS = ("crit_mask_lm_smoothed.one_hot",)
 
 
 @dataclass
@@ -100,7 +105,7 @@ class _Source:
     def __init__(self, state):
         bert = any(k.startswith("bert.") for k in state)
         self.prefix = "bert." if bert else ""
-        self.sd = {}
+        self.sd, self.spelled = {}, {}
         for k, v in state.items():
             if not torch.is_tensor(v):
                 raise ConversionError(f"{k!r} is not a tensor: not a state dict of weights")
@@ -108,12 +113,12 @@ class _Source:
             # TF-era BERT checkpoints call LayerNorm's weight/bias gamma/beta
             if ".LayerNorm.gamma" in name or ".LayerNorm.beta" in name:
                 name = name.replace(".gamma", ".weight").replace(".beta", ".bias")
-            self.sd[name] = v
+            self.sd[name], self.spelled[name] = v, k
         self.used, self.missing = set(), []
 
     def name(self, key):
         """The key as the checkpoint spells it (for messages)."""
-        return key if key.startswith(HEAD) else self.prefix + key
+        return self.spelled.get(key) or (key if key.startswith(HEAD) else self.prefix + key)
 
     def has(self, key):
         return key in self.sd
@@ -137,6 +142,8 @@ class _Source:
 
 
 def layout_name(state):
+    if S2SFT_TIED in state:
+        return "s2s-ft"  # a fine-tuned save of s2s-ft (its separate q/k/v are BERT's keys)
     return "unilmv2" if any(k.endswith("attention.self.qkv_linear.weight") for k in state) else "bert"
 
 
@@ -212,13 +219,16 @@ def to_plugin(state, shape: Shape):
 
 def _check_tied(src, out):
     """The model ties its output projection to the token embedding: an untied decoder
-    cannot be represented, a tied copy (older checkpoints save it) is only checked."""
+    cannot be represented, a tied copy (older checkpoints and s2s-ft's saves hold one) is only
+    checked. s2s-ft's loss buffer is not a weight: dropped."""
     dec_w, dec_b = HEAD + "decoder.weight", HEAD + "decoder.bias"
-    if src.has(dec_w):
-        src.used.add(dec_w)
-        emb = out["embed_tokens.weight"]
-        if emb is not None and not torch.equal(src.sd[dec_w].float(), emb):
-            raise ConversionError(f"{dec_w} differs from the word embedding: untied output layers are not supported")
+    for key in (dec_w, S2SFT_TIED):
+        if src.has(key):
+            src.used.add(key)
+            emb = out["embed_tokens.weight"]
+            if emb is not None and not torch.equal(src.sd[key].float(), emb):
+                raise ConversionError(f"{key} differs from the word embedding: untied output layers are not supported")
+    src.used.update(k for k in S2SFT_LOSS_BUFFERS if src.has(k))
     if src.has(dec_b):
         src.used.add(dec_b)
         if out["lm_head.bias"] is not None and not torch.equal(src.sd[dec_b].float(), out["lm_head.bias"]):
@@ -272,6 +282,21 @@ def from_plugin(tensors, shape: Shape):
             sd[s + theirs + ".weight"] = tensors[d + ours + ".weight"]
             sd[s + theirs + ".bias"] = tensors[d + ours + ".bias"]
     return {k: v.detach().clone().contiguous() for k, v in sd.items()}
+
+
+def fuse_qkv(sd, n_layers):
+    """``from_plugin``'s keys -> the released UniLMv2 layout (what s2s-ft reads with ``--model_type
+    unilm``): per layer one ``qkv_linear.weight`` (q, k, v stacked) with ``q_bias`` and ``v_bias``.
+    That layout has no key bias (the softmax cancels it): returns the layers whose key bias is not
+    zero, whose outputs then agree up to rounding only."""
+    out, dropped = dict(sd), []
+    for i in range(n_layers):
+        p = f"bert.encoder.layer.{i}.attention.self."
+        out[p + "qkv_linear.weight"] = torch.cat([out.pop(p + n + ".weight") for n in ("query", "key", "value")])
+        out[p + "q_bias"], out[p + "v_bias"] = out.pop(p + "query.bias"), out.pop(p + "value.bias")
+        if out.pop(p + "key.bias").any():
+            dropped.append(i)
+    return out, dropped
 
 
 def hf_config(shape: Shape, pad_token_id):

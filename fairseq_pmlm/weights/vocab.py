@@ -17,6 +17,7 @@ A vocab token that fairseq cannot hold under its own name (empty, holding whites
 duplicate -- the tokenizer only ever produces its last copy) can never be produced by the
 tokenizer as a separate piece; its row is kept under the placeholder ``[unreachable-ROW]``.
 """
+from collections import Counter
 from dataclasses import dataclass
 from typing import List
 
@@ -143,7 +144,7 @@ def symbols_to_vocab(symbols, original=None):
     for the original tokenizer); rows it lacks ([P]) are appended."""
     if original is None:
         names = [FAIRSEQ_TO_BERT.get(s, s) for s in symbols]
-        clash = sorted({n for n in names if names.count(n) > 1})
+        clash = sorted(n for n, count in Counter(names).items() if count > 1)
         if clash:
             raise ValueError(f"the dictionary holds {clash[0]!r} besides the fairseq symbol renamed to it")
         return names, list(range(len(symbols)))

@@ -7,20 +7,24 @@
 #
 #   bash scripts/glue/finetune_glue.sh --data data-bin/glue/RTE --checkpoint CKPT.pt \
 #       --save-dir checkpoints/glue/RTE [--arch ARCH] [--lr 2e-5] [--batch-size 32] \
-#       [--epochs 10] [--warmup-ratio 0.1] [--weight-decay 0.01] [-- MORE FAIRSEQ-TRAIN ARGS]
+#       [--epochs 10] [--warmup-ratio 0.1] [--weight-decay 0.01] [--force] [-- MORE FAIRSEQ-TRAIN ARGS]
 # The architecture and its flags are read from the checkpoint (any converted or pre-trained one);
 # --arch overrides. --checkpoint none: random weights of --arch (default unilmv2_base; checks only).
+# The recipe keeps no checkpoint_last.pt; one found in SAVE_DIR (which fairseq would resume) is
+# used only if its run was started from the same --checkpoint; --force moves SAVE_DIR's
+# checkpoint*.pt into SAVE_DIR/replaced-DATE-TIME/ and starts afresh.
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
 activate_venv
 declare -A FLAGS=([--data]=DATA [--checkpoint]=CKPT [--save-dir]=SAVE [--arch]=ARCH [--lr]=LR [--batch-size]=BSZ
-                  [--epochs]=EPOCHS [--warmup-ratio]=WARMUP [--weight-decay]=WD)
-DATA='' CKPT='' SAVE='' ARCH='' LR=2e-5 BSZ=32 EPOCHS=10 WARMUP=0.1 WD=0.01
+                  [--epochs]=EPOCHS [--warmup-ratio]=WARMUP [--weight-decay]=WD [--force]=FORCE:switch)
+DATA='' CKPT='' SAVE='' ARCH='' LR=2e-5 BSZ=32 EPOCHS=10 WARMUP=0.1 WD=0.01 FORCE=''
 PASS_TO=fairseq-train
 parse_flags "$@"
 require_flags --data --checkpoint --save-dir
 [ "$CKPT" = none ] || require_files "$CKPT"
+resume_or_start "$SAVE" "$(abs_path "$CKPT")" sentence_prediction
 
 META=$(recipe_info glue-meta "$DATA")  # what prepare_glue.py recorded
 read -r TASK N METRIC NCLS <<< "$META"
@@ -33,7 +37,7 @@ case "$METRIC" in  # what fairseq's sentence_prediction criterion must compute f
   *) REPORT=() ;;
 esac
 VALID=valid; [ -f "$DATA/input0/valid1.idx" ] && VALID=valid,valid1
-FROM=(); [ "$CKPT" = none ] || FROM=(--finetune-from-model "$CKPT")
+FROM=(); [ "$CKPT" = none ] || FROM=(--finetune-from-model "$(abs_path "$CKPT")")  # absolute: resume_or_start
 if [ -n "$ARCH" ]; then MODEL=(--arch "$ARCH")
 elif [ "$CKPT" = none ]; then MODEL=(--arch unilmv2_base)
 else recipe_lines MODEL model-flags "$CKPT"
@@ -42,7 +46,8 @@ mkdir -p "$SAVE"
 echo "finetune_glue: $TASK, $N examples, $UPDATES updates (warmup $WARMUP_UPDATES), lr $LR, batch $BSZ"
 # [SOS] A [EOS] (B [EOS]): --init-token 0 prepends <s>; no --separator-token, input0 already
 # ends in </s>; the model reads the segment ids off the first </s>
-fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" "${FROM[@]}" \
+forward_signals
+run_step fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" "${FROM[@]}" \
   --task sentence_prediction --criterion sentence_prediction "${MODEL[@]}" \
   --num-classes "$NCLS" --init-token 0 --max-positions 512 --shorten-method truncate \
   "${REPORT[@]}" --best-checkpoint-metric "$METRIC" --maximize-best-checkpoint-metric \

@@ -129,3 +129,66 @@ device_flags() {  # DEVICE: fairseq's flags for this machine, --fp16 on a GPU, -
   detect_gpus
   if [ "$PMLM_GPUS" -gt 0 ]; then DEVICE=(--fp16); else DEVICE=(--cpu); fi
 }
+
+resume_or_start() {  # resume_or_start SAVE_DIR INIT TASK: before fine-tuning INIT (a checkpoint or none) into SAVE_DIR
+  # fairseq resumes SAVE_DIR/checkpoint_last.pt whenever it exists, whatever --finetune-from-model
+  # says: allow that only for a run of TASK started from INIT (and say so); else refuse, or with
+  # --force (FORCE) move SAVE_DIR's checkpoint*.pt aside and start afresh
+  local save=$1 init=$2 task=$3 last=$1/checkpoint_last.pt info aside f
+  [ -f "$last" ] || return 0
+  if [ -n "${FORCE-}" ]; then
+    aside=$save/replaced-$(date +%Y%m%d-%H%M%S)
+    for f in "$save"/checkpoint*.pt; do
+      [ "$(abs_path "$f")" != "$init" ] || die "--checkpoint $init is in --save-dir $save, which --force would empty"
+    done
+    mkdir -p "$aside"
+    mv "$save"/checkpoint*.pt "$aside"/
+    echo "$PROG: --force: moved the checkpoints of $save to $aside; starting afresh from $init"
+    return 0
+  fi
+  # the cfg fairseq saved in the checkpoint: its task, --finetune-from-model and updates so far
+  info=$(python "$ROOT/scripts/recipe_info.py" run-of "$last" 2>&1) ||
+    die "${info#recipe_info.py: error: } (--force moves it aside)"
+  local was_task updates was_init
+  read -r was_task updates was_init <<< "$info"
+  if [ "$was_task" != "$task" ] || [ "$was_init" != "$init" ]; then
+    die "$last (task $was_task, from $was_init) is not a run from --checkpoint $init, but fairseq would resume" \
+      "it: pick another --save-dir, or pass --force to move its checkpoints aside and start afresh"
+  fi
+  echo "$PROG: resuming $last (update $updates of a run from $init)"
+}
+
+abs_path() {  # an absolute path of $1 (symlinks kept, so the name is the one the user gave); none stays none
+  if [ "$1" = none ]; then echo none; else echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; fi
+}
+
+split_pairs() {  # split_pairs PREFIX.idx: the items of a binarized split (no fairseq import)
+  recipe_info count-items "$1"
+}
+
+# A recipe's long steps run in the background so that a signal to the script (Slurm's and
+# Kubernetes' SIGTERM or SIGUSR1, a kill of the script alone) reaches them at once: fairseq-train
+# then saves checkpoint_last.pt at the next update and stops, and the script exits after it.
+CHILD=''
+run_step() {  # run_step CMD...: CMD as the current step; its exit status
+  local rc=0
+  "$@" &
+  CHILD=$!
+  wait "$CHILD" || rc=$?
+  CHILD=''
+  return "$rc"
+}
+
+on_signal() {  # on_signal SIG STATUS: pass SIG to the running step, let it finish, exit STATUS
+  if [ -n "$CHILD" ]; then
+    kill -s "$1" "$CHILD" 2> /dev/null || true
+    wait "$CHILD" 2> /dev/null || true
+  fi
+  exit "$2"
+}
+
+forward_signals() {  # call once, before the first run_step (an EXIT trap still runs after these)
+  trap 'on_signal INT 130' INT
+  trap 'on_signal TERM 143' TERM
+  trap 'on_signal USR1 138' USR1
+}

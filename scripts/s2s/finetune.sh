@@ -5,7 +5,7 @@
 # trains N updates instead, warmup and decay scaled to them.
 #
 #   bash scripts/s2s/finetune.sh --preset PRESET --data DATA --checkpoint PRETRAINED.pt|none \
-#       --save-dir SAVE_DIR [--updates N] [-- MORE FAIRSEQ-TRAIN ARGS]
+#       --save-dir SAVE_DIR [--updates N] [--force] [-- MORE FAIRSEQ-TRAIN ARGS]
 #   e.g. bash scripts/s2s/finetune.sh --preset xsum --data data-bin/xsum \
 #            --checkpoint checkpoints/unilmv2_base/checkpoint_last.pt --save-dir checkpoints/xsum \
 #            -- --batch-size 16 --update-freq 4
@@ -16,30 +16,36 @@
 # being told; SAVE_DIR also gets a copy of the data's dictionary and tokenizer, so
 # `UniLMv2Model.from_pretrained(SAVE_DIR)` needs nothing else. The arguments after -- come last,
 # so they override the preset (--max-update, --arch, ...).
+# A SAVE_DIR that already holds checkpoint_last.pt is resumed (fairseq does so by itself) only when
+# that run was started from the same --checkpoint, and the recipe says so; otherwise it stops.
+# --force then moves SAVE_DIR's checkpoint*.pt into SAVE_DIR/replaced-DATE-TIME/ and starts afresh.
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
 # shellcheck source=presets.sh
 source "$ROOT/scripts/s2s/presets.sh"
 activate_venv
-declare -A FLAGS=([--preset]=PRESET [--data]=DATA [--checkpoint]=PRE [--save-dir]=SAVE [--updates]=UPDATES)
-PRESET='' DATA='' PRE='' SAVE='' UPDATES=''
+declare -A FLAGS=([--preset]=PRESET [--data]=DATA [--checkpoint]=PRE [--save-dir]=SAVE [--updates]=UPDATES
+                  [--force]=FORCE:switch)
+PRESET='' DATA='' PRE='' SAVE='' UPDATES='' FORCE=''
 PASS_TO=fairseq-train
 parse_flags "$@"
 require_flags --preset --data --checkpoint --save-dir
 preset "$PRESET"
 [ -f "$DATA/train.source-target.source.idx" ] || die "no binarized train split in $DATA (run scripts/s2s/prepare.sh)"
+[ "$PRE" = none ] || require_files "$PRE"
+resume_or_start "$SAVE" "$(abs_path "$PRE")" pmlm_seq2seq
 INIT=()
 if [ "$PRE" != none ]; then
-  require_files "$PRE"
   recipe_lines INIT model-flags "$PRE"
-  INIT+=(--finetune-from-model "$PRE")
+  # absolute, as fairseq records it in the checkpoints: the next run compares it (resume_or_start)
+  INIT+=(--finetune-from-model "$(abs_path "$PRE")")
 else
   [[ " ${EXTRA[*]} " == *" --arch "* || " ${EXTRA[*]} " == *" --arch="* ]] ||
     die "--checkpoint none (random init) needs --arch after --"
 fi
 recipe_lines BPE bpe-flags "$DATA"
-PAIRS=$(recipe_info count-pairs "$DATA")
+PAIRS=$(split_pairs "$DATA/train.source-target.source.idx")
 SCHEDULE=$(recipe_info schedule --examples "$PAIRS" --batch "$BATCH" --epochs "$EPOCHS" --warmup-ratio "$WARMUP" \
   ${UPDATES:+--updates "$UPDATES"})
 read -r TOTAL WARM <<< "$SCHEDULE"
@@ -48,7 +54,8 @@ device_flags
 echo "s2s/finetune: $PRESET on $DATA: $PAIRS pairs, $(extra_value --max-update "$TOTAL") updates of" \
   "$BATCH, warmup $(extra_value --warmup-updates "$WARM")," \
   "lr $(extra_value --lr "$LR"), init ${PRE}"
-fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" \
+forward_signals
+run_step fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" \
   --task pmlm_seq2seq --criterion pmlm_seq2seq --label-smoothing 0.1 \
   --max-positions "$POSITIONS" "${BPE[@]}" \
   --max-source-positions "$SRC" --max-target-positions "$TGT" --target-mask-prob "$TMASK" \

@@ -9,19 +9,25 @@
 #   bash scripts/squad/finetune_squad.sh --data data-bin/NAME --train-json train-v2.0.json \
 #       --dev-json dev-v2.0.json --checkpoint CKPT.pt --save-dir checkpoints/squad2 [--v2] \
 #       [--arch ARCH] [--lr 2e-5] [--batch-size 32] [--epochs 4] [--warmup-ratio 0.1] \
-#       [--max-positions 384] [--doc-stride 128] [-- MORE FAIRSEQ-TRAIN ARGS]
+#       [--max-positions 384] [--doc-stride 128] [--force] [-- MORE FAIRSEQ-TRAIN ARGS]
+# A SAVE_DIR that already holds checkpoint_last.pt is resumed (fairseq does so by itself) only when
+# that run was started from the same --checkpoint, and the recipe says so; otherwise it stops.
+# --force then moves SAVE_DIR's checkpoint*.pt into SAVE_DIR/replaced-DATE-TIME/ and starts afresh.
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
 activate_venv
 declare -A FLAGS=([--data]=DATA [--train-json]=TRAIN [--dev-json]=DEV [--checkpoint]=CKPT [--save-dir]=SAVE
                   [--v2]=V2:switch [--arch]=ARCH [--lr]=LR [--batch-size]=BSZ [--epochs]=EPOCHS
-                  [--warmup-ratio]=WARMUP [--weight-decay]=WD [--max-positions]=MAXPOS [--doc-stride]=STRIDE)
+                  [--warmup-ratio]=WARMUP [--weight-decay]=WD [--max-positions]=MAXPOS [--doc-stride]=STRIDE
+                  [--force]=FORCE:switch)
 DATA='' TRAIN='' DEV='' CKPT='' SAVE='' V2='' ARCH='' LR=2e-5 BSZ=32 EPOCHS=4 WARMUP=0.1 WD=0.01 MAXPOS=384 STRIDE=128
+FORCE=''
 PASS_TO=fairseq-train
 parse_flags "$@"
 require_flags --data --train-json --dev-json --checkpoint --save-dir
 require_files "$TRAIN" "$DEV" "$CKPT" "$DATA/dict.txt"
+resume_or_start "$SAVE" "$(abs_path "$CKPT")" pmlm_squad
 recipe_info bpe-flags "$DATA" > /dev/null  # spm.model or vocab.txt
 if [ -n "$ARCH" ]; then MODEL=(--arch "$ARCH")
 else recipe_lines MODEL model-flags "$CKPT"
@@ -34,9 +40,10 @@ WINDOWS=$(recipe_info squad-windows --data "$DATA" --train-json "$TRAIN" "${SQUA
 SCHEDULE=$(recipe_info schedule --examples "$WINDOWS" --batch "$BSZ" --epochs "$EPOCHS" --warmup-ratio "$WARMUP")
 read -r UPDATES WARMUP_UPDATES <<< "$SCHEDULE"
 echo "finetune_squad: $WINDOWS training windows, $UPDATES updates (warmup $WARMUP_UPDATES), lr $LR, batch $BSZ"
-fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" --task pmlm_squad --criterion pmlm_squad \
+forward_signals
+run_step fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" --task pmlm_squad --criterion pmlm_squad \
   --train-json "$TRAIN" --valid-json "$DEV" "${SQUAD[@]}" \
-  "${MODEL[@]}" --finetune-from-model "$CKPT" \
+  "${MODEL[@]}" --finetune-from-model "$(abs_path "$CKPT")" \
   --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-6 --weight-decay "$WD" --clip-norm 1.0 \
   --lr "$LR" --lr-scheduler polynomial_decay --total-num-update "$UPDATES" --warmup-updates "$WARMUP_UPDATES" \
   --max-update "$UPDATES" --batch-size "$BSZ" --required-batch-size-multiple 1 \

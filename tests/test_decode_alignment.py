@@ -1,0 +1,185 @@
+"""Decoding and scoring line up with the references and leave nothing half-done: every test pair
+is decoded (empty sides included) and hyp.txt has one line per reference, in order; a test split
+and references of different lengths stop generate.sh before the decode; its outputs are moved
+into place step by step (never a mix of two runs, no temp files after a failure or a signal);
+score.py, the hub and fairseq-interactive answer bad text and bad arguments in one line."""
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+from fairseq.data import ListDataset
+
+from fairseq_pmlm.tasks.pmlm_seq2seq import WordDropPairDataset
+
+from cli import BIN, ENV, REPO, USER_DIR
+from conftest import make_dictionary
+from tiny_s2s import EMPTY_SOURCE, EMPTY_TARGET, TEST_PAIRS, recipe, tiny_s2s
+
+SCORE = os.path.join(REPO, "scripts", "score.py")
+GENERATE = ["--preset", "demo", "--", "--max-len-b", "4", "--beam", "2", "--batch-size", "4"]
+
+
+def generate(data, save, refs, out, check=True):
+    return recipe("s2s/generate.sh", "--data", data, "--checkpoint", save / "checkpoint_last.pt", "--refs", refs,
+                  "--out-dir", out, *GENERATE, check=check)
+
+
+def lines_by_id(log, tag):
+    """{id: text} of fairseq-generate's TAG-<id> lines (D: detokenised hypothesis, T: reference)."""
+    rows = [line.split("\t") for line in log.splitlines() if line.startswith(f"{tag}-")]
+    return {int(r[0][2:]): r[-1] for r in rows}
+
+
+# ---- the task: which pairs of a split are used ------------------------------------------------
+
+@pytest.mark.parametrize("split", ["train", "valid", "test"])
+def test_test_splits_keep_pairs_with_an_empty_side_train_and_valid_skip_them(split, caplog):
+    d = make_dictionary()
+    src = [torch.tensor([d.bos(), 5, 6, d.eos()]), torch.tensor([d.bos(), d.eos()]),
+           torch.tensor([d.bos(), 7, d.eos()])]
+    tgt = [torch.tensor([8, d.eos()]), torch.tensor([9, d.eos()]), torch.tensor([d.eos()])]
+    sizes = (np.array([len(t) for t in src]), np.array([len(t) for t in tgt]))
+    ds = WordDropPairDataset(ListDataset(src, sizes[0]), sizes[0], d, ListDataset(tgt, sizes[1]), sizes[1], d,
+                             empty=np.array([False, True, True]), split=split)
+    with caplog.at_level(logging.WARNING):
+        kept, ignored = ds.filter_indices_by_size(np.arange(3), (16, 16))
+    if split == "test":
+        assert kept.tolist() == [0, 1, 2] and "2 pairs with an empty source or target line are decoded" in caplog.text
+    else:
+        assert kept.tolist() == [0] and f"{split}: skipped 2 pairs with an empty source or target line" in caplog.text
+    assert ignored == []
+
+
+# ---- generate.sh --------------------------------------------------------------------------------
+
+def test_generate_writes_one_hypothesis_per_reference_in_order_and_each_file_once_its_step_succeeded(
+        tmp_path_factory, tmp_path):
+    """Decoding succeeds and scoring fails (a reference line that is not UTF-8): this run's log
+    and hypotheses are in place, an earlier run's scores are gone (test_recipes.py runs the
+    recipe through to its scores)."""
+    raw, data, save = tiny_s2s(tmp_path_factory)
+    out = tmp_path / "gen"
+    out.mkdir()
+    for name in ("generate-test.txt", "hyp.txt", "scores.txt"):  # an earlier run's
+        (out / name).write_text("stale\n" * 100)
+    refs = tmp_path / "test.target"  # the right length, a byte that is not UTF-8 on line 3
+    lines = raw.joinpath("test.target").read_bytes().split(b"\n")
+    refs.write_bytes(b"\n".join(lines[:2] + [lines[2] + b" caf\xe9"] + lines[3:]))
+
+    proc = generate(data, save, refs, out, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == f"score.py: error: {refs} line 3: not UTF-8 text (byte 0xe9 " \
+                                                   f"at byte {len(lines[2]) + 5} of the line)"
+    assert sorted(os.listdir(out)) == ["generate-test.txt", "hyp.txt"]
+    log = (out / "generate-test.txt").read_text()
+    hyps, references = lines_by_id(log, "D"), lines_by_id(log, "T")
+    assert sorted(hyps) == sorted(references) == list(range(TEST_PAIRS))  # the pairs with an empty side too
+    raw_refs = raw.joinpath("test.target").read_text().splitlines()
+    assert raw_refs[EMPTY_TARGET] == "" and raw.joinpath("test.source").read_text().splitlines()[EMPTY_SOURCE] == ""
+    assert [references[i] for i in range(TEST_PAIRS)] == raw_refs  # fairseq's pair i is reference line i
+    assert (out / "hyp.txt").read_text().splitlines() == [hyps[i] for i in range(TEST_PAIRS)]
+
+
+def test_a_test_split_and_references_of_different_lengths_stop_before_decoding(tmp_path_factory, tmp_path):
+    raw, data, save = tiny_s2s(tmp_path_factory)
+    refs = tmp_path / "short.target"
+    refs.write_text("".join(raw.joinpath("test.target").read_text().splitlines(keepends=True)[:-1]))
+    out = tmp_path / "gen"
+    proc = generate(data, save, refs, out, check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (f"s2s/generate.sh: error: {data}/test.source-target.source.idx holds {TEST_PAIRS} test "
+                           f"pairs but --refs {refs} has {TEST_PAIRS - 1} lines\n")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to the recipe", "Ctrl-C (SIGINT to its process group)"])
+def test_a_signal_during_decoding_stops_it_and_leaves_no_temporary_or_partial_file(how, tmp_path_factory, tmp_path):
+    raw, data, save = tiny_s2s(tmp_path_factory)
+    out = tmp_path / "gen"
+    out.mkdir()
+    earlier = {name: f"an earlier run's {name}\n" for name in ("generate-test.txt", "hyp.txt", "scores.txt")}
+    for name, text in earlier.items():
+        (out / name).write_text(text)
+    proc = subprocess.Popen(["bash", os.path.join(REPO, "scripts", "s2s", "generate.sh"), "--data", data,
+                             "--checkpoint", save / "checkpoint_last.pt", "--refs", raw / "test.target",
+                             "--out-dir", out, *GENERATE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, **ENV}, cwd=REPO, start_new_session=True)
+    deadline = time.time() + 60
+    while len(os.listdir(out)) == len(earlier) and time.time() < deadline:
+        time.sleep(0.05)
+    assert any(n.startswith(".generate.") for n in os.listdir(out)), "the decode's temporary directory never appeared"
+    time.sleep(0.3)  # fairseq-generate has started
+    if how.startswith("SIGTERM"):
+        proc.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode == (143 if how.startswith("SIGTERM") else 130)
+    time.sleep(0.5)  # a surviving fairseq-generate would recreate its results directory
+    assert {name: (out / name).read_text() for name in os.listdir(out)} == earlier  # untouched, nothing added
+
+
+# ---- score.py --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", ["--ref", "--hyp", "--source"])
+def test_score_names_the_file_and_line_of_text_that_is_not_utf8(bad, tmp_path):
+    good = tmp_path / "good"
+    good.write_text("a b\nc d\ne f\n")
+    broken = tmp_path / "broken"
+    broken.write_bytes(b"a b\r\nc d\r\n\xff\xfe e\r\n")  # CRLF lines: the \r is not part of the text
+    files = {"--ref": good, "--hyp": good, "--source": good, bad: broken}
+    proc = subprocess.run([sys.executable, SCORE, "--ref", files["--ref"], "--hyp", files["--hyp"],
+                           "--examples", "1", "--source", files["--source"]], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"score.py: error: {broken} line 3: not UTF-8 text (byte 0xff at byte 1 of the line)\n"
+
+
+# ---- the hub and fairseq-interactive ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Model
+
+    _, _, save = tiny_s2s(tmp_path_factory)
+    return UniLMv2Model.from_pretrained(str(save))
+
+
+def test_hub_refuses_an_empty_source_and_a_beam_below_one_naming_them(hub):
+    with pytest.raises(ValueError, match=r"generate: source 0 is empty"):
+        hub.sample([""])
+    with pytest.raises(ValueError, match=r"generate: source 1 is empty"):
+        hub.sample(["the cat sat", "   "], beam=2)
+    for beam in (0, -1, 1.5):
+        with pytest.raises(ValueError, match=rf"generate: beam must be a positive int .*got {beam}"):
+            hub.sample(["the cat sat"], beam=beam)
+    assert isinstance(hub.sample("the cat sat", beam=1, max_len_b=4), str)  # control
+
+
+def test_hub_replaces_characters_that_are_not_unicode_and_goes_on(hub, caplog):
+    undecodable = b"the cat \xff sat".decode("utf-8", "surrogateescape")  # as sys.stdin reads such bytes
+    with caplog.at_level(logging.WARNING):
+        got = hub.sample([undecodable, "the dog"], beam=2, max_len_b=4)
+    assert got == hub.sample(["the cat \ufffd sat", "the dog"], beam=2, max_len_b=4)
+    assert "replaced 1 character(s) that are not valid Unicode" in caplog.text
+    assert hub.encode(undecodable).tolist() == hub.encode("the cat \ufffd sat").tolist()
+
+
+def test_interactive_session_goes_on_past_a_line_that_is_not_utf8(tmp_path_factory):
+    """Under a strict UTF-8 stdin (a UTF-8 locale) as under C.UTF-8's surrogateescape."""
+    _, data, save = tiny_s2s(tmp_path_factory)
+    lines = b"the cat sat\nthe \xff dog ran\nthe red sun\n"
+    proc = subprocess.run([os.path.join(BIN, "fairseq-interactive"), data, "--user-dir", USER_DIR, "--task",
+                           "pmlm_seq2seq", "--path", save / "checkpoint_last.pt", "--beam", "2", "--max-len-b", "4",
+                           "--cpu", "--bpe", "sentencepiece", "--sentencepiece-model", data / "spm.model"],
+                          input=lines, capture_output=True, timeout=120,
+                          env={**os.environ, **ENV, "PYTHONIOENCODING": "utf-8:strict"})
+    out = proc.stdout.decode("utf-8", "replace")
+    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-2000:]
+    assert [line.split("\t")[0] for line in out.splitlines() if line.startswith("H-")] == ["H-0", "H-1", "H-2"]
+    assert "replaced 1 character(s) that are not valid Unicode" in out + proc.stderr.decode("utf-8", "replace")

@@ -1,0 +1,232 @@
+"""Exports that keep the plugin's behaviour outside it (weights/export.py): Hugging Face with its
+modeling file (trust_remote_code), and s2s-ft's UniLMv2 layout; both import back bit for bit.
+
+Sources: a random ``unilmv2_tiny`` with the default relative table (32 buckets, WordPiece vocab
+trained here), and the pinned all-MiniLM-L6-v2 (real weights) with a random relative table, on
+real sentences. Max abs differences are printed (``pytest -s``).
+"""
+import json
+import os
+
+import pytest
+import torch
+from test_released_weights import stdlib_lines, wordpiece_vocab
+
+from fairseq_pmlm.weights import convert, export, vocab
+from fairseq_pmlm.weights.layouts import ConversionError
+
+NAME = "all-minilm-l6-v2"
+
+
+@pytest.fixture(scope="module")
+def vocab_tokens():  # a WordPiece vocab trained on stdlib docstrings, as test_released_weights.py's
+    return wordpiece_vocab(stdlib_lines())
+
+
+def randomize(model_pt, seed, zero_key_bias=False):
+    """Every weight of a converted checkpoint random (the relative table too); the dictionary
+    digest kept. ``zero_key_bias``: as imported UniLMv2 weights have it."""
+    state = torch.load(model_pt)
+    g = torch.Generator().manual_seed(seed)
+    for k, v in state["model"].items():
+        if v.is_floating_point():
+            v.copy_(torch.randn(v.shape, generator=g) * 0.3)
+            if zero_key_bias and k.endswith("attn.key.bias"):
+                v.zero_()
+    torch.save(state, model_pt)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, vocab_tokens):
+    """A unilmv2_tiny (2 x 64, 4 heads) with the default 32-bucket table, every weight random."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    d = tmp_path_factory.mktemp("tiny")
+    torch.manual_seed(0)
+    BertForMaskedLM(BertConfig(vocab_size=len(vocab_tokens), hidden_size=64, num_hidden_layers=2,
+                               num_attention_heads=4, intermediate_size=128)).save_pretrained(d / "bert")
+    vocab.write_vocab(d / "bert" / "vocab.txt", vocab_tokens)
+    info = convert.import_checkpoint(str(d / "bert"), str(d / "plugin"), zero_rel_pos=(32, 128))
+    assert info["arch"] == "unilmv2_tiny" and "--no-rel-pos" not in info["flags"]
+    randomize(d / "plugin" / "model.pt", seed=1)
+    return d / "plugin"
+
+
+@pytest.fixture(scope="module")
+def minilm(tmp_path_factory):
+    """all-MiniLM-L6-v2 (layers 0 and 5) with a random relative table: real weights otherwise."""
+    d = tmp_path_factory.mktemp("minilm")
+    convert.import_checkpoint(NAME, str(d / "table"), layers=[0, 5], zero_rel_pos=(32, 128))
+    state = torch.load(d / "table" / "model.pt")
+    g = torch.Generator().manual_seed(3)
+    table = state["model"]["transformer.rel_pos_bias.weight"]
+    table.copy_(torch.randn(table.shape, generator=g))
+    torch.save(state, d / "table" / "model.pt")
+    convert.import_checkpoint(NAME, str(d / "plain"), layers=[0, 5])
+    return d
+
+
+def sentences(text, n=4):
+    return [t for t in text if 60 < len(t) < 300][:n]
+
+
+def compare_with_plugin(plugin_dir, hf_dir, lines):
+    """Max |diff| of the final hidden states and of the AE head's logits between the plugin's hub
+    and transformers' Auto classes (trust_remote_code) on ``lines`` (one batch, padded, plus a
+    pair of segments), whose token ids must agree."""
+    from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
+
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Model
+
+    hub = UniLMv2Model.from_pretrained(str(plugin_dir))
+    tok = AutoTokenizer.from_pretrained(hf_dir, trust_remote_code=True)  # it reads config.json too
+    base = AutoModel.from_pretrained(hf_dir, trust_remote_code=True).eval()
+    mlm = AutoModelForMaskedLM.from_pretrained(hf_dir, trust_remote_code=True).eval()
+    dh = dl = 0.0
+    for batch in ([(line,) for line in lines], [(lines[0], lines[1])]):
+        enc = tok(*zip(*batch), padding=True, return_tensors="pt")
+        ids = [hub.encode(*texts) for texts in batch]
+        width = enc["input_ids"].size(1)
+        tokens = torch.stack([torch.cat([t, t.new_full((width - len(t),), hub.src_dict.pad())]) for t in ids])
+        assert torch.equal(tokens, enc["input_ids"])  # AutoTokenizer gives the plugin's ids
+        real = enc["attention_mask"].bool()
+        with torch.no_grad():
+            want_h = hub.extract_features(tokens)
+            want_l, _ = hub.model(tokens, masked_tokens=real)
+            got_h = base(**enc).last_hidden_state
+            got_l = mlm(**enc).logits
+        dh = max(dh, (got_h - want_h)[real].abs().max().item())
+        dl = max(dl, (got_l[real] - want_l).abs().max().item())
+    return dh, dl
+
+
+def test_hf_export_reproduces_features_and_mlm_logits_of_a_random_tiny_model(tiny, tmp_path):
+    info = export.export_checkpoint(str(tiny / "model.pt"), str(tmp_path / "hf"))
+    assert info["rel_pos_buckets"] == 32
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["model_type"] == "unilmv2" and config["auto_map"]["AutoModel"] == "modeling_unilmv2.UniLMv2Model"
+    assert (tmp_path / "hf" / "modeling_unilmv2.py").is_file()
+    dh, dl = compare_with_plugin(tiny, tmp_path / "hf", sentences(stdlib_lines()))
+    print(f"\nunilmv2_tiny -> hf: max |hidden diff| {dh:.2e}, max |MLM logit diff| {dl:.2e}")
+    assert dh <= 1e-5 and dl <= 1e-5
+
+
+def test_hf_export_of_released_minilm_with_a_relative_table_reproduces_it_on_real_sentences(minilm, tmp_path):
+    export.export_checkpoint(str(minilm / "table" / "model.pt"), str(tmp_path / "hf"))
+    dh, dl = compare_with_plugin(minilm / "table", tmp_path / "hf", sentences(stdlib_lines()))
+    print(f"\nall-MiniLM-L6-v2 + relative table -> hf: max |hidden diff| {dh:.2e}, max |MLM logit diff| {dl:.2e}")
+    assert dh <= 1e-5 and dl <= 1e-5
+
+
+def test_hf_export_without_a_relative_table_is_a_plain_bert_too(minilm, tmp_path):
+    from transformers import BertForMaskedLM
+
+    export.export_checkpoint(str(minilm / "plain" / "model.pt"), str(tmp_path / "hf"))
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["model_type"] == "bert" and "AutoConfig" not in config["auto_map"]
+    dh, dl = compare_with_plugin(minilm / "plain", tmp_path / "hf", sentences(stdlib_lines()))
+    assert dh <= 1e-5 and dl <= 1e-5
+    _, info = BertForMaskedLM.from_pretrained(tmp_path / "hf", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+
+
+def test_without_trust_remote_code_transformers_refuses_a_model_with_a_relative_table(tiny, tmp_path):
+    from transformers import AutoModel
+
+    export.export_checkpoint(str(tiny / "model.pt"), str(tmp_path / "hf"))
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        AutoModel.from_pretrained(tmp_path / "hf", trust_remote_code=False)
+
+
+def test_hf_modeling_buckets_equal_the_plugins_on_minus_700_to_700():
+    from fairseq_pmlm.modules.relative_position import relative_position_bucket
+    from fairseq_pmlm.weights import hf_modeling
+
+    grid = torch.arange(-700, 701)
+    for buckets, distance in ((32, 128), (16, 40), (64, 256)):
+        assert torch.equal(hf_modeling.relative_position_bucket(grid, buckets, distance),
+                           relative_position_bucket(grid, buckets, distance))
+
+
+@pytest.mark.parametrize("fmt", export.FORMATS)
+def test_export_then_import_gives_back_the_same_checkpoint_bit_for_bit(tiny, tmp_path, fmt):
+    src = tmp_path / "plugin"
+    os.makedirs(src)
+    for f in ("dict.txt", "vocab.txt", "tokenizer_config.json"):
+        (src / f).write_bytes((tiny / f).read_bytes())
+    state = torch.load(tiny / "model.pt")
+    for k, v in state["model"].items():  # the released UniLMv2 layout has no key bias
+        if k.endswith("attn.key.bias"):
+            v.zero_()
+    torch.save(state, src / "model.pt")
+    export.export_checkpoint(str(src / "model.pt"), str(tmp_path / "out"), fmt=fmt)
+    convert.import_checkpoint(str(tmp_path / "out"), str(tmp_path / "back"))
+    a, b = state["model"], torch.load(tmp_path / "back" / "model.pt")["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_s2sft_export_is_the_released_unilmv2_layout_s2sft_reads(tiny, tmp_path):
+    info = export.export_checkpoint(str(tiny / "model.pt"), str(tmp_path / "s2s"), fmt="s2s-ft")
+    sd = torch.load(tmp_path / "s2s" / "pytorch_model.bin")
+    config = json.loads((tmp_path / "s2s" / "config.json").read_text())
+    assert (config["rel_pos_bins"], config["max_rel_pos"]) == (32, 128)
+    p = "bert.encoder.layer.0.attention.self."
+    assert sd[p + "qkv_linear.weight"].shape == (3 * 64, 64) and {p + "q_bias", p + "v_bias"} <= sd.keys()
+    assert not any(k.endswith(("query.weight", "key.bias")) for k in sd)
+    assert sd["bert.encoder.rel_pos_bias.weight"].shape == (4, 32)
+    assert vocab.read_vocab(tmp_path / "s2s" / "vocab.txt")[0] == "[PAD]"  # s2s-ft pads with id 0
+    # the random model's key bias is not zero: said, since that layout cannot hold it
+    assert any("key bias" in n for n in info["notes"])
+
+
+# ------------------------------------------------------------------ bad input
+def test_bad_exports_fail_in_one_line_and_write_nothing(tiny, tmp_path, vocab_tokens):
+    ckpt = str(tiny / "model.pt")
+    (tmp_path / "taken").mkdir()
+    other = tmp_path / "roberta.pt"
+    torch.save({"cfg": {"model": {"_name": "roberta_base"}}, "model": {}}, other)
+    wrong_vocab = tmp_path / "wrong-vocab.txt"
+    vocab.write_vocab(wrong_vocab, vocab_tokens[:-3])
+    cases = [((ckpt, str(tmp_path / "taken")), {}, "exists (pass --force to replace it)"),
+             ((str(other), str(tmp_path / "a")), {}, "is not a checkpoint of this plugin's unilmv2 model"),
+             ((ckpt, str(tmp_path / "b")), {"original_vocab": str(wrong_vocab)}, "is not the one this model's"),
+             ((ckpt, str(tiny)), {"force": True}, "holds the input"),
+             ((ckpt, str(tmp_path / "c")), {"fmt": "onnx"}, "--format 'onnx'")]
+    for args, kwargs, needle in cases:
+        with pytest.raises(ConversionError) as e:
+            export.export_checkpoint(*args, **kwargs)
+        assert "\n" not in str(e.value) and needle in str(e.value), str(e.value)
+    assert sorted(os.listdir(tmp_path)) == ["roberta.pt", "taken", "wrong-vocab.txt"]
+    assert (tiny / "model.pt").is_file()
+
+
+def test_import_never_replaces_a_directory_holding_its_input_even_with_force(tiny, tmp_path):
+    export.export_checkpoint(str(tiny / "model.pt"), str(tmp_path / "hf"))
+    for out in (tmp_path / "hf", tmp_path):
+        with pytest.raises(ConversionError, match="holds the input"):
+            convert.import_checkpoint(str(tmp_path / "hf"), str(out), force=True)
+    assert (tmp_path / "hf" / "model.safetensors").is_file()
+
+
+def test_keep_pieces_of_a_file_that_is_not_utf8_names_the_file_and_line(tiny, tmp_path, capsys):
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("first line\nsecond line\ncaf\xe9 au lait\n".encode("latin-1"))
+    export.export_checkpoint(str(tiny / "model.pt"), str(tmp_path / "hf"))
+    assert convert.main(["import", str(tmp_path / "hf"), str(tmp_path / "out"), "--keep-pieces-of", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"convert_checkpoint.py: error: --keep-pieces-of: {bad} line 3 is not UTF-8 (byte 0xe9): "
+                   "give UTF-8 text"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_task_heads_are_left_out_of_an_export_with_a_note(tiny, tmp_path):
+    from fairseq_pmlm.models.heads import SentenceClassificationHead
+
+    state = torch.load(tiny / "model.pt")
+    head = SentenceClassificationHead(64, 64, 3, 0.1).state_dict()
+    state["model"].update({f"classification_heads.rte.{k}": v for k, v in head.items()})
+    os.makedirs(tmp_path / "glue")
+    (tmp_path / "glue" / "dict.txt").write_bytes((tiny / "dict.txt").read_bytes())
+    torch.save(state, tmp_path / "glue" / "checkpoint_best.pt")
+    info = export.export_checkpoint(str(tmp_path / "glue" / "checkpoint_best.pt"), str(tmp_path / "hf"))
+    assert any("left out the task head(s) rte" in n for n in info["notes"])

@@ -1,0 +1,77 @@
+"""Sharded pre-training data (prepare_data.sh --shards K, read one shard per epoch): bad shards
+are refused when training starts, each with a line naming the file."""
+import os
+import shutil
+
+import pytest
+
+from fairseq_pmlm.data import text_to_databin
+from fairseq_pmlm.tasks.pseudo_masked_lm import PseudoMaskedLMConfig, PseudoMaskedLMTask
+
+from helpers import stdlib_docstrings
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("shards")
+    _, sentences = stdlib_docstrings(["json/__init__", "argparse", "textwrap", "csv", "string", "shlex"])
+    (tmp / "train.txt").write_text("\n".join(sentences) + "\n")
+    (tmp / "valid.txt").write_text("\n".join(sentences[:40]) + "\n")
+    for name, vocab in (("data", "400"), ("other", "300")):
+        assert text_to_databin.main(["--out", str(tmp / name), "corpus", "--train", str(tmp / "train.txt"),
+                                     "--valid", str(tmp / "valid.txt"), "--vocab-size", vocab, "--shards", "2"]) == 0
+    return tmp
+
+
+def setup(paths):
+    return PseudoMaskedLMTask.setup_task(
+        PseudoMaskedLMConfig(data=":".join(map(str, paths)), seed=1, tokens_per_sample=64))
+
+
+def copy_shards(sharded, tmp_path):
+    shards = [tmp_path / f"shard{k}" for k in range(2)]
+    for k, s in enumerate(shards):
+        shutil.copytree(sharded / "data" / f"shard{k}", s)
+    return shards
+
+
+def test_epoch_k_reads_shard_k_minus_1_round_robin_and_valid_the_first(sharded):
+    shards = [sharded / "data" / f"shard{k}" for k in range(2)]
+    task = setup(shards)
+    seen = []
+    for epoch in (1, 2, 3):
+        task.load_dataset("train", epoch=epoch)
+        seen.append(task.datasets["train"].lines.sizes.tolist())
+    assert seen[0] == seen[2] != seen[1]
+    task.load_dataset("valid", epoch=1)
+    assert len(task.datasets["valid"]) > 0
+
+
+def test_shards_with_different_dictionaries_are_refused_at_start(sharded):
+    with pytest.raises(ValueError, match="differs from .* every shard must be binarized with one dictionary"):
+        setup([sharded / "data" / "shard0", sharded / "other" / "shard1"])
+
+
+def test_a_missing_shard_is_refused_at_start_naming_it(sharded, tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"shard 1 of 2 not found: {tmp_path / 'nope'}"):
+        setup([sharded / "data" / "shard0", tmp_path / "nope"])
+
+
+def test_an_empty_shard_is_refused_at_start_naming_its_file(sharded, tmp_path):
+    shards = copy_shards(sharded, tmp_path)
+    open(shards[1] / "train.bin", "wb").close()
+    with pytest.raises(ValueError, match=f"dataset is empty: {shards[1] / 'train'}.bin"):
+        setup(shards)
+    os.remove(shards[1] / "train.idx")
+    with pytest.raises(FileNotFoundError, match=f"shard 1 has no train split: {shards[1] / 'train'}.idx"):
+        setup(shards)
+
+
+def test_a_bin_cut_short_is_refused_when_loaded_naming_the_file(sharded, tmp_path):
+    shards = copy_shards(sharded, tmp_path)
+    with open(shards[1] / "train.bin", "r+b") as f:
+        f.truncate(os.path.getsize(shards[1] / "train.bin") - 10)
+    task = setup(shards)
+    task.load_dataset("train", epoch=1)
+    with pytest.raises(ValueError, match=f"{shards[1] / 'train'}.bin is cut short"):
+        task.load_dataset("train", epoch=2)

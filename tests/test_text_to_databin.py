@@ -1,0 +1,255 @@
+"""The streaming, parallel text -> data-bin engine of prepare_data.sh and s2s/prepare.sh:
+byte-identical to the old route (tokeniser pieces -> fairseq-preprocess), whatever the workers
+and parts; bounded memory; shards; and one-line errors with nothing left behind."""
+import filecmp
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import sentencepiece as spm
+
+from fairseq_pmlm.data import text_to_databin as t2d
+
+from cli import binarize
+from helpers import stdlib_docstrings
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FILES = ["dict.txt", "train.bin", "train.idx", "valid.bin", "valid.idx"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Real text: stdlib docstrings, one sentence a line, a blank line between modules, plus
+    the hard cases (CRLF ends, tabs, non-ASCII, whitespace-only lines)."""
+    tmp = tmp_path_factory.mktemp("corpus")
+    _, sentences = stdlib_docstrings(["json/__init__", "argparse", "textwrap", "csv", "string", "shlex"])
+    extra = ["Ünïcödé façade — naïve café 東京", "\t tabs\tand  spaces ", "   ", "crlf line"]
+    text = "\n".join(sentences[:600] + extra + sentences[600:]) + "\n"
+    (tmp / "train.txt").write_bytes(text.replace("crlf line\n", "crlf line\r\n").encode())
+    (tmp / "valid.txt").write_text("\n".join(sentences[:50]) + "\n")
+    spm.SentencePieceTrainer.train(input=str(tmp / "train.txt"), model_prefix=str(tmp / "spm"), vocab_size=600,
+                                   model_type="bpe", character_coverage=1.0, minloglevel=2)
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def minilm_vocab(tmp_path_factory):
+    """The vocab.txt of the pinned released model (its tokenizer.json's WordPiece vocabulary)."""
+    from fairseq_pmlm.weights import released
+    from fairseq_pmlm.weights.vocab import read_vocab
+
+    tmp = tmp_path_factory.mktemp("minilm")
+    hf = released.unpack("all-minilm-l6-v2", str(tmp / "hf"))
+    (tmp / "vocab.txt").write_text("".join(t + "\n" for t in read_vocab(os.path.join(hf, "tokenizer.json"))))
+    return str(tmp / "vocab.txt")
+
+
+def prepare(out, *args, workers=1, force=False):
+    argv = ["--out", str(out), "--workers", str(workers)] + (["--force"] if force else []) + list(map(str, args))
+    return t2d.main(argv)
+
+
+def reference_pieces(corpus, tmp, encode):
+    """The old route: each line (universal newlines, stripped) -> pieces -> fairseq-preprocess."""
+    for name in ("train", "valid"):
+        with open(corpus / f"{name}.txt", encoding="utf-8", newline=None) as f:
+            lines = [line.rstrip("\n") for line in f]
+        (tmp / f"{name}.pieces").write_text("".join(encode(line) + "\n" for line in lines))
+
+
+def same_files(a, b, names=FILES):
+    return [n for n in names if not filecmp.cmp(a / n, b / n, shallow=False)]
+
+
+def test_sentencepiece_output_is_byte_identical_to_fairseq_preprocess_for_1_and_2_workers(
+        corpus, tmp_path, monkeypatch):
+    sp = spm.SentencePieceProcessor(model_file=str(corpus / "spm.model"))
+    reference_pieces(corpus, tmp_path, lambda line: " ".join(sp.encode(line.strip(), out_type=str)))
+    ref = binarize(tmp_path / "train.pieces", tmp_path / "valid.pieces", tmp_path / "ref", in_process=True)
+    monkeypatch.setattr(t2d, "MIN_PART_BYTES", 4096)  # many parts, so the order of parts matters
+    for workers in (1, 2):
+        out = tmp_path / f"out{workers}"
+        assert prepare(out, "corpus", "--train", corpus / "train.txt", "--valid", corpus / "valid.txt",
+                       "--spm-model", corpus / "spm.model", workers=workers) == 0
+        assert same_files(ref, out) == []
+
+
+def test_wordpiece_output_is_byte_identical_to_fairseq_preprocess(corpus, minilm_vocab, tmp_path, monkeypatch):
+    from fairseq_pmlm.weights.wordpiece import WordPieceEncoder
+
+    enc = WordPieceEncoder(minilm_vocab)
+    reference_pieces(corpus, tmp_path, lambda line: enc.encode_lines([line])[0])
+    (tmp_path / "wp.dict.txt").write_text(enc.mapping.dict_txt())
+    ref = binarize(tmp_path / "train.pieces", tmp_path / "valid.pieces", tmp_path / "ref",
+                   srcdict=tmp_path / "wp.dict.txt", in_process=True)
+    monkeypatch.setattr(t2d, "MIN_PART_BYTES", 4096)
+    out = tmp_path / "out"
+    assert prepare(out, "corpus", "--train", corpus / "train.txt", "--valid", corpus / "valid.txt",
+                   "--wordpiece-vocab", minilm_vocab, workers=2) == 0
+    assert same_files(ref, out) == []
+
+
+def test_a_dictionary_trained_here_matches_fairseq_preprocess_on_the_same_pieces(corpus, tmp_path):
+    out = tmp_path / "out"
+    assert prepare(out, "corpus", "--train", corpus / "train.txt", "--valid", corpus / "valid.txt",
+                   "--vocab-size", "600") == 0
+    sp = spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
+    reference_pieces(corpus, tmp_path, lambda line: " ".join(sp.encode(line.strip(), out_type=str)))
+    ref = binarize(tmp_path / "train.pieces", tmp_path / "valid.pieces", tmp_path / "ref", in_process=True)
+    assert same_files(ref, out) == []
+
+
+def test_lines_end_at_newline_only_so_a_stray_carriage_return_never_shifts_pairs(corpus, tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    pre = tmp_path / "pre"
+    assert prepare(pre, "corpus", "--train", corpus / "train.txt", "--valid", corpus / "valid.txt",
+                   "--spm-model", corpus / "spm.model") == 0
+    words = "the file name list type path value string object data".split()  # in the model's pieces
+    src = [f"source {words[i % 10]} {words[i // 10]} here" for i in range(30)]
+    tgt = [f"target {words[i // 10]} {words[i % 10]}" for i in range(30)]
+    src[5] = "a stray\rcarriage return"  # Python's universal newlines would make this two lines
+    tgt[20] = "another\rone"
+    for split in ("train", "valid", "test"):
+        (raw / f"{split}.source").write_bytes(("\n".join(src) + "\n").encode())
+        (raw / f"{split}.target").write_bytes(("\r\n".join(tgt) + "\r\n").encode())  # CRLF: the \r is dropped
+    assert prepare(tmp_path / "pairs", "pairs", "--raw", raw, "--pretrain-data", pre) == 0
+    from fairseq.data import Dictionary, data_utils
+
+    d = Dictionary.load(str(pre / "dict.txt"))
+    sp = spm.SentencePieceProcessor(model_file=str(pre / "spm.model"))
+    for side, lines in (("source", src), ("target", tgt)):
+        ds = data_utils.load_indexed_dataset(str(tmp_path / "pairs" / f"test.source-target.{side}"), d)
+        assert len(ds) == 30
+        decoded = [sp.decode([d[int(i)] for i in ds[k][:-1]]) for k in range(30)]
+        assert decoded == [line.replace("\r", " ") for line in lines]
+        del ds
+
+
+def test_shards_cut_at_document_boundaries_share_one_dictionary_and_add_up_to_the_whole(corpus, tmp_path):
+    whole, sharded = tmp_path / "whole", tmp_path / "sharded"
+    args = ["corpus", "--train", corpus / "train.txt", "--valid", corpus / "valid.txt",
+            "--spm-model", corpus / "spm.model"]
+    assert prepare(whole, *args) == 0
+    assert prepare(sharded, *args, "--shards", "3", workers=2) == 0
+    from fairseq.data import data_utils
+
+    shards = [sharded / f"shard{k}" for k in range(3)]
+    assert sorted(os.listdir(sharded)) == ["shard0", "shard1", "shard2"]
+    assert all(filecmp.cmp(s / "dict.txt", whole / "dict.txt", shallow=False) for s in shards)
+    assert os.path.isfile(shards[0] / "valid.idx") and not os.path.exists(shards[1] / "valid.idx")
+    items = []
+    for k, s in enumerate(shards):
+        ds = data_utils.load_indexed_dataset(str(s / "train"), None)
+        shard_items = [ds[i].tolist() for i in range(len(ds))]
+        del ds
+        assert len(shard_items) > 10
+        if k:  # a shard starts a document: the previous shard ended with a blank line
+            assert items[-1] == [2]
+        items += shard_items
+    ds = data_utils.load_indexed_dataset(str(whole / "train"), None)
+    assert items == [ds[i].tolist() for i in range(len(ds))]
+    del ds
+
+
+def test_memory_stays_bounded_as_the_input_grows(corpus, tmp_path):
+    """Peak RSS of one worker for ~1 MB and ~8 MB of text: the same within a few MB (the whole
+    input held in memory, as the old tokenisers did, would add 8.5x the input)."""
+    text = (corpus / "train.txt").read_bytes()
+    text *= -(-2**20 // len(text))
+    peaks = []
+    for copies in (1, 8):
+        (tmp_path / f"t{copies}.txt").write_bytes(text * copies)
+        code = ("import resource, sys; from fairseq_pmlm.data import text_to_databin as t; "
+                "rc = t.main(sys.argv[1:]); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
+        proc = subprocess.run([sys.executable, "-c", code, "--out", str(tmp_path / f"o{copies}"), "corpus",
+                               "--train", str(tmp_path / f"t{copies}.txt"), "--valid", str(corpus / "valid.txt"),
+                               "--spm-model", str(corpus / "spm.model")], capture_output=True, text=True, cwd=REPO)
+        assert proc.returncode == 0, proc.stderr
+        peaks.append(int(proc.stdout.split()[-1]) / 1024)  # ru_maxrss is in KB on Linux
+    assert len(text) * 7 > 5 * 2**20  # the larger input is > 5 MB more than the smaller
+    assert peaks[1] - peaks[0] < 8, peaks  # MB
+
+
+def no_leftovers(parent):
+    return [n for n in os.listdir(parent) if n.startswith(".")]
+
+
+@pytest.mark.parametrize("case", ["non-utf8", "vocab-too-large", "empty-valid", "exists", "holds-input"])
+def test_bad_input_is_one_line_naming_the_file_and_nothing_is_written(corpus, tmp_path, capsys, case):
+    train, valid = corpus / "train.txt", corpus / "valid.txt"
+    out = tmp_path / "out"
+    tok = ["--spm-model", corpus / "spm.model"]
+    if case == "non-utf8":
+        train = tmp_path / "bad.txt"
+        train.write_bytes(b"good line\n\nanother good line\nbad \xff byte here\n")
+        expect = f"{train}:4: not UTF-8 text (byte 0xff at column 5)"
+    elif case == "vocab-too-large":
+        tok = ["--vocab-size", "90000"]
+        expect = "--vocab-size 90000 is too large for"
+    elif case == "empty-valid":
+        valid = tmp_path / "empty.txt"
+        valid.write_text("\n\n")
+        expect = f"validation file has no text (only blank lines or empty): {valid}"
+    elif case == "exists":
+        out.mkdir()
+        (out / "keep.txt").write_text("mine")
+        expect = f"{out} exists: pass --force to replace it"
+    else:  # --force, but the output directory holds the training text: it would be deleted
+        out.mkdir()
+        train = out / "train.txt"
+        train.write_bytes((corpus / "train.txt").read_bytes())
+        expect = f"the output {out} holds the input {train}"
+    rc = prepare(out, "corpus", "--train", train, "--valid", valid, *tok, force=case == "holds-input")
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and expect in err, err
+    assert no_leftovers(tmp_path) == []
+    if case in ("exists", "holds-input"):
+        assert sorted(os.listdir(out)) == ["keep.txt" if case == "exists" else "train.txt"]
+    else:
+        assert not out.exists()
+
+
+def test_force_replaces_an_old_output_whole(corpus, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "stale.bin").write_text("old")
+    assert prepare(out, "corpus", "--train", corpus / "train.txt", "--valid", corpus / "valid.txt",
+                   "--spm-model", corpus / "spm.model", force=True) == 0
+    assert sorted(os.listdir(out)) == sorted(FILES + ["spm.model"])
+    assert no_leftovers(tmp_path) == []
+
+
+def test_sigterm_removes_the_temporary_directory_and_writes_nothing(corpus, tmp_path):
+    big = tmp_path / "big.txt"
+    big.write_bytes((corpus / "train.txt").read_bytes() * 1500)  # ~35 MB: ~10 s of work
+    proc = subprocess.Popen([sys.executable, os.path.join(REPO, "scripts", "text_to_databin.py"),
+                             "--prog", "prepare_data.sh", "--out", str(tmp_path / "out"), "--workers", "2",
+                             "corpus", "--train", str(big),
+                             "--valid", str(corpus / "valid.txt"), "--spm-model", str(corpus / "spm.model")],
+                            cwd=REPO, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(  # wait for the first part file in its temp dir
+            n.startswith("part") for d in no_leftovers(tmp_path) for n in os.listdir(tmp_path / d)):
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted: nothing written" in err
+    assert no_leftovers(tmp_path) == [] and not (tmp_path / "out").exists()
+
+
+def test_a_ten_megabyte_line_without_spaces_is_one_unknown_wordpiece(tmp_path, minilm_vocab, corpus):
+    """BERT's tokenizer maps a word of over 100 characters to [UNK]; sentencepiece keeps its pieces
+    and pre-training cuts such a line into pieces of --tokens-per-sample."""
+    (tmp_path / "long.txt").write_text("first line here\n\n" + "a" * 10_000_000 + "\nlast line\n")
+    assert prepare(tmp_path / "out", "corpus", "--train", tmp_path / "long.txt", "--valid", corpus / "valid.txt",
+                   "--wordpiece-vocab", minilm_vocab) == 0
+    from fairseq.data import data_utils
+
+    ds = data_utils.load_indexed_dataset(str(tmp_path / "out" / "train"), None)
+    assert ds.sizes.tolist() == [4, 1, 2, 3] and ds[2].tolist() == [3, 2]  # <unk> </s>
+    del ds
