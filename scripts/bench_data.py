@@ -28,12 +28,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENGINE = os.path.join(REPO, "scripts", "text_to_databin.py")
 SUMMARY = re.compile(r"([\d,.]+) MB of text in ([\d.]+) s: ([\d.]+) MB/s end to end; tokenising ([\d.]+) s "
                      r"\(([\d.]+) MB/s, (\d+) worker\(s\)\), writing the data-bin ([\d.]+) s \(([\d.]+) MB/s\); "
-                     r"peak RSS ([\d,]+) MB(?:, ([\d,]+) MB per worker)?")
+                     r"peak RSS ([\d,]+) MB(?: \(the largest child process: ([\d,]+) MB\))?")
 
 
 def sized_copy(text, mb, workdir):
     """``text`` repeated (whole copies, then a part cut at a line end) to ``mb`` MB."""
-    out = os.path.join(workdir, f"text{mb}MB.txt")
+    out = os.path.join(workdir, f"text{mb:g}MB.txt")
     want = int(mb * 2**20)
     if os.path.isfile(out) and os.path.getsize(out) == want:
         return out
@@ -177,7 +177,7 @@ def main():
         for name, tok in tokenizers.items():
             r = run_engine(a.workdir, "e2e", text, valid, tok, 2)
             rows.append((f"end to end, {name}, 2 workers", f"{r['mb']:.0f} MB", f"{r['e2e']:.2f} MB/s "
-                         f"({r['total']:.0f} s)", f"{r['rss']:,.0f} MB + {r['worker_rss']:,.0f} MB per worker"))
+                         f"({r['total']:.0f} s)", f"{r['rss']:,.0f} MB + {r['worker_rss']:,.0f} MB a worker"))
     e2e_data = os.path.join(a.workdir, "e2e")
 
     index_lines = [int(float(x)) for x in a.index_lines.split(",") if x]

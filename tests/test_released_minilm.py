@@ -234,3 +234,22 @@ def test_glue_and_squad_read_the_wordpiece_tokenizer_of_a_converted_directory(co
     assert task.sp.encode("Hello, World!", out_type=str) == tok.tokenize("Hello, World!")
     with pytest.raises(FileNotFoundError, match="has no tokenizer"):
         PMLMSquadTask.setup_task(PMLMSquadConfig(data=str(tmp_path / "bin" / "input0")))
+
+
+def test_sigterm_during_an_import_leaves_no_temporary_directory(tmp_path):
+    import signal
+    import sys
+    import time
+
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts",
+                          "convert_checkpoint.py")
+    proc = subprocess.Popen([sys.executable, script, "import", NAME, str(tmp_path / "out")],
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not [n for n in os.listdir(tmp_path) if n.startswith(".out.")]:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the import ended before it could be interrupted"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted: nothing written" in err, err
+    assert os.listdir(tmp_path) == []

@@ -129,30 +129,43 @@ def test_lines_end_at_newline_only_so_a_stray_carriage_return_never_shifts_pairs
         del ds
 
 
-def test_shards_cut_at_document_boundaries_share_one_dictionary_and_add_up_to_the_whole(corpus, tmp_path):
+@pytest.mark.parametrize("files", [1, 3])
+def test_shards_cut_at_document_boundaries_share_one_dictionary_and_add_up_to_the_whole(corpus, tmp_path, files):
+    """One training file, or three (read as one stream, cut inside files where the sizes say)."""
+    text = (corpus / "train.txt").read_bytes()
+    docs = text.split(b"\n\n")
+    train = []
+    for i in range(files):  # the documents dealt out in order over the files
+        train.append(tmp_path / f"part{i}.txt")
+        train[-1].write_bytes(b"\n\n".join(docs[i * len(docs) // files:(i + 1) * len(docs) // files]) + b"\n")
     whole, sharded = tmp_path / "whole", tmp_path / "sharded"
-    args = ["corpus", "--train", corpus / "train.txt", "--valid", corpus / "valid.txt",
-            "--spm-model", corpus / "spm.model"]
-    assert prepare(whole, *args) == 0
-    assert prepare(sharded, *args, "--shards", "3", workers=2) == 0
+    (tmp_path / "all.txt").write_bytes(b"\n".join(p.read_bytes() for p in train))  # a blank line between files
+    args = ["--valid", corpus / "valid.txt", "--spm-model", corpus / "spm.model"]
+    assert prepare(whole, "corpus", "--train", tmp_path / "all.txt", *args) == 0
+    assert prepare(sharded, "corpus", "--train", *train, *args, "--shards", "3", workers=2) == 0
     from fairseq.data import data_utils
 
     shards = [sharded / f"shard{k}" for k in range(3)]
     assert sorted(os.listdir(sharded)) == ["shard0", "shard1", "shard2"]
     assert all(filecmp.cmp(s / "dict.txt", whole / "dict.txt", shallow=False) for s in shards)
     assert os.path.isfile(shards[0] / "valid.idx") and not os.path.exists(shards[1] / "valid.idx")
-    items = []
-    for k, s in enumerate(shards):
-        ds = data_utils.load_indexed_dataset(str(s / "train"), None)
-        shard_items = [ds[i].tolist() for i in range(len(ds))]
+    def items_of(prefix):
+        ds = data_utils.load_indexed_dataset(str(prefix), None)
+        out = [ds[i].tolist() for i in range(len(ds))]
         del ds
-        assert len(shard_items) > 10
-        if k:  # a shard starts a document: the previous shard ended with a blank line
-            assert items[-1] == [2]
-        items += shard_items
-    ds = data_utils.load_indexed_dataset(str(whole / "train"), None)
-    assert items == [ds[i].tolist() for i in range(len(ds))]
-    del ds
+        return out
+
+    expected = items_of(whole / "train")
+    text_lines = [x for x in expected if x != [2]]
+    starts_document = [i == 0 or expected[i - 1] == [2] for i, x in enumerate(expected) if x != [2]]
+    got, first_of_shard = [], []
+    for s in shards:
+        shard_lines = [x for x in items_of(s / "train") if x != [2]]
+        assert len(shard_lines) > 10
+        first_of_shard.append(len(got))
+        got += shard_lines
+    assert got == text_lines  # every line once, in order
+    assert all(starts_document[i] for i in first_of_shard)  # no document is split between shards
 
 
 def test_memory_stays_bounded_as_the_input_grows(corpus, tmp_path):

@@ -28,10 +28,13 @@ import struct
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from itertools import chain
 from multiprocessing import get_context
 
 import numpy as np
+
+from ..interrupts import sigterm_as_interrupt
 
 PART_BYTES = 32 << 20  # a worker's unit of work; small enough to balance 2..64 workers
 MIN_PART_BYTES = 1 << 20
@@ -116,30 +119,23 @@ def part_offsets(path, start, end, part_bytes=PART_BYTES):
     return list(zip(cuts, cuts[1:] + [end]))
 
 
-def document_cuts(path, k):
-    """Byte offsets cutting ``path`` into ``k`` shards of about equal size at document
-    boundaries (after a blank line), so no document is split across shards. Where no blank
-    line follows a cut point within 64 MB the cut falls at the next line start instead."""
-    size = os.path.getsize(path)
-    cuts = [0]
+def next_document_start(path, offset, scan_limit=64 << 20):
+    """The first byte after ``offset`` where a document starts (the line after a blank line),
+    or the file's end; where no blank line comes within ``scan_limit`` bytes, the next line start."""
     with open(path, "rb") as f:
-        for i in range(1, k):
-            f.seek(max(cuts[-1], size * i // k))
-            f.readline()
-            scanned = 0
-            while True:
-                pos = f.tell()
-                line = f.readline()
-                if not line:
-                    break
-                scanned += len(line)
-                if not line.strip(b"\r\n"):  # a blank line: the next line starts a document
-                    pos = f.tell()
-                    break
-                if scanned > 64 << 20:
-                    break
-            cuts.append(min(pos, size))
-    return list(zip(cuts, cuts[1:] + [size]))
+        f.seek(offset)
+        f.readline()  # to a line start
+        scanned = 0
+        while True:
+            pos = f.tell()
+            line = f.readline()
+            if not line:
+                return pos
+            if not line.strip(b"\r\n"):  # a blank line: the next line starts a document
+                return f.tell()
+            scanned += len(line)
+            if scanned > scan_limit:
+                return pos
 
 
 # ------------------------------------------------------------------ tokenisers
@@ -195,11 +191,11 @@ def make_tokenizer(spec):
 
 # ------------------------------------------------------------------ workers
 _TOKENIZER = None
+_START = [time.time()]  # reset by main(): the summary's end-to-end time includes tokeniser training
 
 
 def _init_worker(spec):
     global _TOKENIZER
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per process: N processes scale linearly
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and SIGTERM
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _TOKENIZER = make_tokenizer(spec)
@@ -311,7 +307,7 @@ class Preparer:
         self.eos_code = self.tokenizer.size
         self.pool = None
         self.n_parts = 0
-        self.t0, self.text_bytes, self.encode_s, self.write_s = time.time(), 0, 0.0, 0.0
+        self.t0, self.text_bytes, self.encode_s, self.write_s = _START[0], 0, 0.0, 0.0
 
     def say(self, msg):
         print(f"{self.prog.replace('.sh', '')}: {msg}", flush=True)
@@ -365,7 +361,7 @@ class Preparer:
                  f"{self.encode_s:.1f} s ({mb / max(self.encode_s, 1e-9):.2f} MB/s, {self.workers} worker(s)), "
                  f"writing the data-bin {self.write_s:.1f} s ({mb / max(self.write_s, 1e-9):.1f} MB/s); "
                  f"peak RSS {own:,.0f} MB"
-                 + (f", {child:,.0f} MB per worker" if self.workers > 1 else ""))
+                 + (f" (the largest child process: {child:,.0f} MB)" if child else ""))
 
     def finish(self, built):
         """Move the built directory into place (replacing an old one only after it is whole)."""
@@ -457,7 +453,10 @@ def prepare_corpus(a):
                 model = os.path.join(tmp_spm, "spm.model")
                 print(f"prepare_data: training sentencepiece (bpe, vocab {a.vocab_size}) on {', '.join(train_files)}",
                       flush=True)
-                train_sentencepiece(train_files, model, a.vocab_size, a.prog)
+                # in a child process: the trainer's sample (up to 2M sentences, ~1 GB) is freed
+                # before the workers fork, instead of staying in every process
+                with ProcessPoolExecutor(1, mp_context=get_context("fork")) as trainer:
+                    trainer.submit(train_sentencepiece, train_files, model, a.vocab_size, a.prog).result()
                 spec = ("spm", model, None)
         prep = Preparer(a.prog, a.out, spec, a.workers, a.force, inputs)
         tok = prep.tokenizer
@@ -521,18 +520,21 @@ def prepare_corpus(a):
 
 
 def shard_plan(files, k):
-    """[[(path, start, end), ...] per shard]: the files' bytes in order, cut into k shards at
-    document boundaries (each file is at least a document boundary)."""
+    """[[(path, start, end), ...] per shard]: the files' bytes in order, as one stream, cut into
+    k shards of about equal size at document boundaries (the end of a file is one)."""
     sizes = [os.path.getsize(f) for f in files]
-    if k == 1:
-        return [[(f, 0, s) for f, s in zip(files, sizes)]]
-    if len(files) == 1:
-        return [[(files[0], s, e)] for s, e in document_cuts(files[0], k)]
-    # several files: whole files, grouped into k shards of about equal bytes
-    total, shards, acc = sum(sizes), [[] for _ in range(k)], 0
-    for f, s in zip(files, sizes):
-        shards[min(k - 1, acc * k // max(total, 1))].append((f, 0, s))
-        acc += s
+    starts = np.cumsum([0] + sizes)
+    cuts = [(0, 0)]  # (file, offset)
+    for i in range(1, k):
+        target = int(starts[-1]) * i // k
+        j = int(np.searchsorted(starts, target, side="right")) - 1
+        j = min(j, len(files) - 1)
+        cuts.append(max(cuts[-1], (j, next_document_start(files[j], target - int(starts[j])))))
+    cuts.append((len(files) - 1, sizes[-1]))
+    shards = []
+    for (fa, oa), (fb, ob) in zip(cuts, cuts[1:]):
+        ranges = [(files[j], oa if j == fa else 0, ob if j == fb else sizes[j]) for j in range(fa, fb + 1)]
+        shards.append([r for r in ranges if r[2] > r[1]])
     return shards
 
 
@@ -665,11 +667,11 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.workers < 1:
         p.error("--workers must be at least 1")
+    _START[0] = time.time()
+    # one tokenising thread per process, --workers processes: what --workers says is what runs
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
-    def interrupted(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupted)  # clean up on SIGTERM as on Ctrl-C
+    sigterm_as_interrupt()  # the temporary directory is removed on SIGTERM as on Ctrl-C
     try:
         (prepare_corpus if a.mode == "corpus" else prepare_pairs)(a)
     except PrepareError as e:

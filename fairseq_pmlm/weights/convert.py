@@ -35,6 +35,7 @@ from dataclasses import fields, replace
 
 import torch
 
+from ..interrupts import sigterm_as_interrupt
 from . import checkpoint, layouts, released, s2sft, tokenizer_files, vocab
 from .export import FORMATS, export_checkpoint
 from .layouts import ConversionError
@@ -317,6 +318,7 @@ def main(argv=None):
     # its own lines are printed below; of the log only warnings (force: importing fairseq has
     # already configured the root logger, at DEBUG)
     logging.basicConfig(format="convert_checkpoint: %(levelname)s: %(message)s", level=logging.WARNING, force=True)
+    sigterm_as_interrupt()  # the temporary output directory is removed on SIGTERM as on Ctrl-C
     try:
         if a.command == "import":
             info = import_checkpoint(a.src, a.out, a.weights, a.config, a.vocab, a.arch, a.cased, a.zero_rel_pos,
@@ -339,6 +341,9 @@ def main(argv=None):
     except (ConversionError, FileNotFoundError) as e:
         print(f"convert_checkpoint.py: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("convert_checkpoint.py: interrupted: nothing written", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -1,13 +1,11 @@
-"""WordPiece tokenisation for the data recipe: text -> the fairseq symbols of the pieces
-``transformers.BertTokenizer`` produces, one output line per input line (blank stays blank).
+"""WordPiece tokenisation: text -> the fairseq symbols of the pieces ``transformers.BertTokenizer``
+produces, one output line per input line (blank stays blank). The data recipes use its ids through
+``data/text_to_databin.py``; the hub and the tests use the symbols.
 
 Pieces are written as the converted dictionary's symbols (``[CLS]`` -> ``<s>``, ``[UNK]`` ->
 ``<unk>``, ...), not as BERT spells them, so ``fairseq-preprocess --srcdict dict.txt`` gives
 every piece the row the converted model has for it: ids equal the tokenizer's, permuted.
 """
-import argparse
-import os
-
 from . import vocab as vocab_mod
 
 
@@ -35,27 +33,3 @@ class WordPieceEncoder:
             for i, row_ids in zip(chunk, ids):
                 out[i] = " ".join(self.symbol_of[r] for r in row_ids)
         return out
-
-
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--vocab", required=True, help="BERT vocab.txt")
-    p.add_argument("--case", choices=["auto", "cased", "uncased"], default="auto",
-                   help="auto: uncased unless the vocab has upper-case tokens")
-    p.add_argument("--dict-out", help="also write the dict.txt of this vocab (the converter's)")
-    p.add_argument("--inputs", nargs="+", required=True)
-    p.add_argument("--outputs", nargs="+", required=True)
-    a = p.parse_args(argv)
-    if len(a.inputs) != len(a.outputs):
-        p.error("--inputs and --outputs differ in length")
-    enc = WordPieceEncoder(a.vocab, None if a.case == "auto" else a.case == "cased")
-    print(f"wordpiece_encode: {'cased' if enc.cased else 'uncased'} WordPiece, {len(enc.symbol_of)} pieces")
-    if a.dict_out:
-        with open(a.dict_out, "w", encoding="utf-8") as f:
-            f.write(enc.mapping.dict_txt())
-    for src, dst in zip(a.inputs, a.outputs):
-        with open(src, encoding="utf-8") as f:
-            lines = [line.rstrip("\n") for line in f]
-        with open(dst + ".tmp", "w", encoding="utf-8") as f:
-            f.write("".join(line + "\n" for line in enc.encode_lines(lines)))
-        os.replace(dst + ".tmp", dst)
