@@ -94,3 +94,32 @@ def test_fine_tuning_a_checkpoint_of_another_dictionary_stops_with_one_line_nami
     with pytest.raises(ValueError, match=rf"^{init} was trained with a different dictionary than {other}/dict.txt "
                                          rf"\+ \[MASK\] \+ \[P\] \({rows} rows against {rows + 8}\)"):
         UniLMv2Model.from_pretrained(str(first), data_name_or_path=str(other))
+
+
+def test_sigterm_to_the_recipe_alone_reaches_training_which_saves_and_stops(tmp_path_factory, tmp_path):
+    """Kubernetes signals PID 1, the recipe's shell: it forwards SIGTERM to fairseq-train, which
+    saves checkpoint_last.pt at the next update and stops; the recipe exits 143 after it."""
+    import signal
+    import subprocess
+    import time
+
+    from cli import ENV, REPO
+
+    _, data, _ = tiny_s2s(tmp_path_factory)
+    save = tmp_path / "save"
+    proc = subprocess.Popen(["bash", os.path.join(REPO, "scripts", "s2s", "finetune.sh"), "--preset", "demo",
+                             "--data", str(data), "--checkpoint", "none", "--save-dir", str(save), "--",
+                             "--arch", "unilmv2_tiny", "--max-update", "100000", "--batch-size", "8",
+                             "--disable-validation", "--num-workers", "0", "--log-interval", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **ENV})
+    seen = ""
+    deadline = time.time() + 120
+    while '"num_updates": "3"' not in seen and time.time() < deadline:  # training is under way
+        seen += proc.stdout.readline()
+    proc.send_signal(signal.SIGTERM)  # to the shell only, not its process group
+    out = seen + proc.communicate(timeout=120)[0]
+    assert proc.returncode == 143, out[-2000:]
+    saved = [line for line in out.splitlines() if line.startswith("pmlm: SIGTERM received: saved")]
+    assert len(saved) == 1 and str(save / "checkpoint_last.pt") in saved[0], out[-2000:]
+    assert os.path.isfile(save / "checkpoint_last.pt")

@@ -266,3 +266,35 @@ def test_a_ten_megabyte_line_without_spaces_is_one_unknown_wordpiece(tmp_path, m
     ds = data_utils.load_indexed_dataset(str(tmp_path / "out" / "train"), None)
     assert ds.sizes.tolist() == [4, 1, 2, 3] and ds[2].tolist() == [3, 2]  # <unk> </s>
     del ds
+
+
+@pytest.mark.parametrize("case", ["missing-test", "line-counts", "empty-valid", "name-is-pretrain-data"])
+def test_pairs_that_cannot_be_used_are_refused_when_prepared(corpus, tmp_path, capsys, case):
+    pre = tmp_path / "pre"
+    assert prepare(pre, "corpus", "--train", corpus / "train.txt", "--valid", corpus / "valid.txt",
+                   "--spm-model", corpus / "spm.model") == 0
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for split in ("train", "valid", "test"):
+        (raw / f"{split}.source").write_text("a source line\nanother one\n")
+        (raw / f"{split}.target").write_text("a target\nanother\n")
+    out, force = tmp_path / "pairs", False
+    if case == "missing-test":
+        os.remove(raw / "test.source")
+        os.remove(raw / "test.target")
+        expect = f"no test split: {raw / 'test.source'} and {raw / 'test.target'} are missing"
+    elif case == "line-counts":
+        (raw / "valid.target").write_text("one\rline\r\n")  # a lone \r does not split a line
+        expect = f"{raw / 'valid.source'} has 2 lines but {raw / 'valid.target'} has 1"
+    elif case == "empty-valid":
+        (raw / "valid.source").write_text("\n\n")
+        (raw / "valid.target").write_text("\n\n")
+        expect = "hold no example"
+    else:  # --name equal to the --pretrain-data directory, with --force: it would delete the dictionary
+        out, force = pre, True
+        expect = f"the output {pre} holds the input"
+    capsys.readouterr()
+    rc = prepare(out, "pairs", "--raw", raw, "--pretrain-data", pre, force=force)
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and expect in err, err
+    assert sorted(os.listdir(tmp_path)) == (["pre", "raw"]) and os.path.isfile(pre / "dict.txt")

@@ -30,6 +30,7 @@ from omegaconf import II, MISSING
 
 from ..data.blockwise_masking import MaskingConfig, corrupt
 from ..data.complete_batches import CompleteBatchesMixin
+from ..data.databin_checks import check_complete
 from ..data.input_text import ValidUnicodeBPE, tolerant_stdin
 from ..sequence_generator import LENPEN_FORMULAS, PMLMSequenceGenerator
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL, random_token_candidates
@@ -133,6 +134,7 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         ds = data_utils.load_indexed_dataset(prefix, self.dictionary)
         if ds is None:
             raise FileNotFoundError(f"dataset not found: {prefix}.{{bin,idx}}")
+        check_complete(prefix, ds)
         return ds
 
     def source_view(self, src):

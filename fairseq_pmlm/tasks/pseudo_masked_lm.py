@@ -10,8 +10,8 @@ from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
 
 from ..data.blockwise_masking import MaskingConfig
+from ..data.databin_checks import check_complete, check_shards
 from ..data.pmlm_dataset import PseudoMaskedLMDataset
-from ..data.shards import check_complete, check_shards
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 from .autocast import AutocastConfig, BF16AutocastMixin
 

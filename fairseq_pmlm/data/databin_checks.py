@@ -1,8 +1,9 @@
-"""Checks on the data directories ``pseudo_masked_lm`` reads (``DIR0:DIR1:...``, one shard per
-epoch, round-robin), made when training starts rather than when epoch k first reaches shard k:
-every shard exists, holds the same ``dict.txt`` as the first and a training split, and no
-``.bin`` is shorter than its index says (a copy cut short would otherwise crash mid-epoch,
-naming no file). Errors are one line naming the file.
+"""Checks on data-bins, each error one line naming the file. ``check_shards``: the data
+directories ``pseudo_masked_lm`` reads (``DIR0:DIR1:...``, one shard per epoch, round-robin),
+checked when training starts rather than when epoch k first reaches shard k: every shard exists
+and holds the first one's ``dict.txt`` and a non-empty training split. ``check_complete``: no
+``.bin`` is shorter than its ``.idx`` says (a copy cut short would otherwise crash mid-epoch,
+naming no file); both pre-training and sequence-to-sequence datasets are checked as loaded.
 """
 import filecmp
 import os
