@@ -123,9 +123,9 @@ if [ "$START" = scratch ]; then
   PMLM_BUDGET=(--max-update $((PRE_MINUTES * 80)) --total-num-update $((PRE_MINUTES * 80))
                --stop-time-hours "$(awk "BEGIN { print $PRE_MINUTES / 60 }")" --lr 2e-4 --warmup-updates 50)
   TOKENIZER_DIR=$DATA/pretrain
-  stage "sentencepiece vocabulary + fairseq-preprocess (pre-training $ARCH from scratch)"
+  stage "sentencepiece vocabulary -> data-bin (pre-training $ARCH from scratch)"
   run prepare "$OUT/prepare-pretrain.log" "${prepare[@]}" --vocab-size 8000
-  stage "summarisation pairs -> sentencepiece + fairseq-preprocess"
+  stage "summarisation pairs -> sentencepiece -> data-bin"
   run sum "$OUT/prepare-sum.log" bash scripts/s2s/prepare.sh --raw "$PAIRS" --name sum \
     --pretrain-data "$TOKENIZER_DIR" --destdir "$DATA"
 else
@@ -139,7 +139,7 @@ else
   PMLM_BUDGET=(--max-update "$PMLM_UPDATES" --total-num-update "$PMLM_UPDATES" --lr "$PMLM_LR"
                --warmup-updates $((PMLM_UPDATES / 10)))
   TOKENIZER_DIR=$OUT/released
-  stage "the released WordPiece tokenizer + fairseq-preprocess: pre-training text | summarisation pairs"
+  stage "the released WordPiece tokenizer -> data-bin: pre-training text | summarisation pairs"
   prepare_pretrain() {
     run prepare "$OUT/prepare-pretrain.log" "${prepare[@]}" --wordpiece-vocab "$OUT/released/vocab.txt" \
       --srcdict "$OUT/released/dict.txt"

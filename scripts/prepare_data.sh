@@ -16,7 +16,7 @@
 #       [--vocab-size 8000 | --spm-model M.model [--srcdict dict.txt]
 #        | --wordpiece-vocab vocab.txt [--srcdict dict.txt] [--wordpiece-case auto|cased|uncased]]
 #       [--shards K] [--workers 2] [--destdir data-bin] [--force]
-# --workers N tokenises in N processes (memory per worker: a few MB, whatever the input size).
+# --workers N tokenises in N processes (memory: 40-90 MB a worker, whatever the input size).
 # An existing DESTDIR/NAME is replaced only with --force, and never when it holds an input.
 set -euo pipefail
 # shellcheck source=lib/common.sh

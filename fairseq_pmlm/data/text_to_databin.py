@@ -28,7 +28,6 @@ import struct
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from itertools import chain
 from multiprocessing import get_context
 
@@ -194,10 +193,16 @@ _TOKENIZER = None
 _START = [time.time()]  # reset by main(): the summary's end-to-end time includes tokeniser training
 
 
+def _default_signals():
+    """In a child process: Ctrl-C is the parent's to handle, and the parent's SIGTERM (its
+    ``terminate()``) ends the child at once, even inside a long C++ call."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _init_worker(spec):
     global _TOKENIZER
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and SIGTERM
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _default_signals()
     _TOKENIZER = make_tokenizer(spec)
 
 
@@ -455,8 +460,12 @@ def prepare_corpus(a):
                       flush=True)
                 # in a child process: the trainer's sample (up to 2M sentences, ~1 GB) is freed
                 # before the workers fork, instead of staying in every process
-                with ProcessPoolExecutor(1, mp_context=get_context("fork")) as trainer:
-                    trainer.submit(train_sentencepiece, train_files, model, a.vocab_size, a.prog).result()
+                trainer = get_context("fork").Pool(1, _default_signals)
+                try:
+                    trainer.apply(train_sentencepiece, (train_files, model, a.vocab_size, a.prog))
+                finally:  # on Ctrl-C or SIGTERM too: the trainer stops at once
+                    trainer.terminate()
+                    trainer.join()
                 spec = ("spm", model, None)
         prep = Preparer(a.prog, a.out, spec, a.workers, a.force, inputs)
         tok = prep.tokenizer
