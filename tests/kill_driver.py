@@ -18,7 +18,8 @@ POINT, counted within the run:
   of its length: a kill in the middle of writing it;
 - ``replace``, ``n``, ``after``: just before (after) the n-th ``os.replace``: the temporary file
   is whole but not yet renamed (is renamed, the rest of the save not done);
-- ``time``, ``seconds``: that long after the run's first update started: anywhere;
+- ``time``, ``n``, ``seconds``: that long after the run's n-th update started: anywhere (kept
+  short and early, so the kill lands before even a run with a few updates left has finished);
 - ``update``, ``n``: right after the n-th update of the run, before fairseq validates or saves.
 
 Each plan's result, one JSON line on stdout: the exit status (a negative signal number for a
@@ -85,13 +86,13 @@ def arm(fault, marker):
         real_step, real_save = Trainer.train_step, checkpoint_utils.save_checkpoint
 
         def train_step(self, *args, **kwargs):
-            if at == "time" and state["count"] == 0:
+            if at == "time" and state["count"] == n - 1:
                 timer = threading.Timer(fault["seconds"], lambda: fire(
                     "inside a save" if state["in_save"] else "between saves"))
                 timer.daemon = True
                 timer.start()
             out = real_step(self, *args, **kwargs)
-            if nth() and at == "update":
+            if nth() and at == "update":  # (for "time", nth() only counts the updates)
                 fire("between saves")
             return out
 

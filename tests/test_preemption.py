@@ -41,7 +41,9 @@ def kill_faults(seed=20240611):
     rng = random.Random(seed)
     faults = [{"at": "write", "n": rng.randint(1, 5), "frac": round(rng.uniform(0.02, 0.98), 2)} for _ in range(5)]
     faults += [{"at": "replace", "n": rng.randint(1, 5), "after": after} for after in (False, True, False, True)]
-    faults += [{"at": "time", "seconds": round(rng.uniform(0.05, 0.6), 2)} for _ in range(KILLS - len(faults))]
+    # a random instant within the run's first updates: a resumed run may have only 3 updates left
+    faults += [{"at": "time", "n": rng.randint(1, 2), "seconds": round(rng.uniform(0.0, 0.03), 3)}
+               for _ in range(KILLS - len(faults))]
     rng.shuffle(faults)
     return [dict(f, signal="KILL") for f in faults]
 
