@@ -46,6 +46,7 @@ from fairseq.file_io import PathManager
 
 logger = logging.getLogger(__name__)
 SAVED = {}  # path (as fairseq names it) -> the update count of what this process last wrote there
+LOADING = {"path": None}  # the checkpoint file read last, for a model's messages about its contents
 
 
 class CheckpointError(RuntimeError):
@@ -186,6 +187,7 @@ def unreadable(path, reason):
 
 
 def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
+    LOADING["path"] = path  # fairseq passes the model's load_state_dict the state, not the file
     try:
         return _fairseq["load_checkpoint_to_cpu"](path, arg_overrides, load_on_all_ranks)
     except Exception:
@@ -198,8 +200,10 @@ def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
 
 
 # ----------------------------------------------------------------------------- starting training
-def restart_problem(cfg, suffix):
-    """What stops training before fairseq loads anything: the one-line error, or None."""
+def restart_problem(cfg, suffix, model=None):
+    """What stops training before fairseq loads anything: the one-line error, or None. Includes
+    what ``model.dictionary_mismatch`` says of the checkpoint's weights: fairseq's trainer would
+    replace an error raised while loading them by "please ensure that the architectures match"."""
     if cfg.restore_file == "checkpoint_last.pt":  # fairseq's default: resume if it is there
         path = os.path.join(cfg.save_dir, f"checkpoint_last{suffix}.pt")
         if not os.path.exists(path):  # a first launch: from --finetune-from-model, if given
@@ -217,8 +221,12 @@ def restart_problem(cfg, suffix):
             hint = (f" (relative paths start from the current directory, not --save-dir: "
                     f"--restore-file {there})" if not os.path.isabs(path) and os.path.exists(there) else "")
             return f"--restore-file {path}: no such file{hint}; fairseq would train from random weights"
-    _, reason = inspect(path)
-    return None if reason is None else unreadable(path, reason)
+    state, reason = _load(path)
+    if reason is not None:
+        return unreadable(path, reason)
+    if hasattr(model, "dictionary_mismatch"):
+        return model.dictionary_mismatch(state["model"], path)
+    return None
 
 
 def remove_leftovers(save_dir):
@@ -232,7 +240,7 @@ def remove_leftovers(save_dir):
 def load_checkpoint(cfg, trainer, **passthrough_args):
     problem = None
     if trainer.data_parallel_rank == 0:
-        problem = restart_problem(cfg, trainer.checkpoint_suffix)
+        problem = restart_problem(cfg, trainer.checkpoint_suffix, trainer.get_model())
         if problem is None and not cfg.no_save:
             remove_leftovers(cfg.save_dir)
     if trainer.data_parallel_world_size > 1:  # every rank stops, not rank 0 alone

@@ -420,10 +420,6 @@ def train_sentencepiece(files, model, vocab_size, prog):
         raise PrepareError(f"sentencepiece training on {', '.join(files)} failed: {msg}") from None
 
 
-def write_dict(dictionary, path):
-    dictionary.save(path)
-
-
 def print_stats(prep, label, lines, tokens, unks):
     share = 100.0 * unks / tokens if tokens else 0.0
     prep.say(f"  {label}: {lines:,} lines, {tokens:,} tokens, {share:.2f}% <unk>")
@@ -504,7 +500,7 @@ def prepare_corpus(a):
         dirs = [built] if a.shards == 1 else [os.path.join(built, f"shard{k}") for k in range(a.shards)]
         for k, d in enumerate(dirs):
             os.makedirs(d, exist_ok=True)
-            write_dict(dictionary, os.path.join(d, "dict.txt"))
+            dictionary.save(os.path.join(d, "dict.txt"))
             write_tokenizer_files(spec, d)
             stats = prep.write(shard_parts[k], table, os.path.join(d, "train"), len(dictionary))
             if stats[0] == 0 or stats[1] == stats[0]:
@@ -644,7 +640,7 @@ def prepare_pairs(a):
             stats = prep.write(parts, table, os.path.join(built, f"{split}.source-target.{side}"), len(dictionary))
             print_stats(prep, f"{split}.{side}", *stats)
         for side in ("source", "target"):
-            write_dict(dictionary, os.path.join(built, f"dict.{side}.txt"))
+            dictionary.save(os.path.join(built, f"dict.{side}.txt"))
         tokenizer_files.copy(pre, built)
         prep.finish(built)
         prep.close()

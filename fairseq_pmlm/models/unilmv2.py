@@ -7,7 +7,6 @@ import copy
 import hashlib
 import logging
 import os
-import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -16,6 +15,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from fairseq.utils import safe_getattr
 
+from .. import checkpoint_files
 from ..arch import ARCH_SIZES, DEFAULTS, SIZE_FIELDS
 from ..modules.attention_rule import CONTEXT
 from ..modules.transformer import TransformerShape, UniLMv2Transformer
@@ -100,19 +100,6 @@ def dictionary_file(task):
         if data and os.path.isfile(os.path.join(data, name)):
             return os.path.join(data, name)
     return None
-
-
-def checkpoint_being_loaded():
-    """(file, by the trainer) of the checkpoint fairseq is loading into a model, read off the
-    caller's frame: fairseq passes ``load_state_dict`` no file name (its trainer and
-    ``load_model_ensemble_and_task`` both hold it as ``filename``)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        code, filename = frame.f_code, frame.f_locals.get("filename")
-        if isinstance(filename, str) and code.co_name in ("load_checkpoint", "load_model_ensemble_and_task"):
-            return filename, code.co_name == "load_checkpoint" and code.co_filename.endswith("trainer.py")
-        frame = frame.f_back
-    return None, False
 
 
 def dictionary_digest(dictionary):
@@ -254,26 +241,24 @@ class UniLMv2Model(BaseFairseqModel):
                     logger.info(f"{start + k}: not in the checkpoint, starts from fresh weights")
                     state_dict[start + k] = v
 
-    def check_dictionary(self, state_dict):
-        """A checkpoint of another dictionary (digest, or embedding rows where it has no digest)
-        stops with one line naming the checkpoint, the data's dictionary file and both sizes.
-        Under fairseq's trainer that line is a SystemExit: the trainer replaces any Exception raised
-        here by "please ensure that the architectures match", which blames the wrong thing."""
+    def dictionary_mismatch(self, state_dict, checkpoint=None):
+        """The one-line error for a checkpoint of another dictionary (digest, or embedding rows
+        where it has no digest), naming it, the data's dictionary file and both sizes; None if it
+        fits. fairseq-train asks before it loads anything (checkpoint_files.py: its trainer would
+        replace any error raised while loading by "please ensure that the architectures match")."""
         digest, embed = state_dict.get("dictionary_digest"), state_dict.get("transformer.embed_tokens.weight")
         rows, mine = (None if embed is None else embed.size(0)), self.transformer.embed_tokens.weight.size(0)
         if (digest is None or torch.equal(digest.cpu(), self.dictionary_digest.cpu())) and rows in (None, mine):
-            return
-        checkpoint, by_trainer = checkpoint_being_loaded()
+            return None
         sizes = f"{rows} rows against {mine}" if rows != mine else f"both {mine} rows, other symbols or order"
         ours = getattr(self, "dictionary_file", None) or "the task's dictionary"
-        msg = (f"{checkpoint or 'the checkpoint'} was trained with a different dictionary than {ours} + [MASK] + [P] "
-               f"({sizes}): binarize the data with the checkpoint's dictionary (fairseq-preprocess --srcdict)")
-        if by_trainer:
-            raise SystemExit(f"{os.path.basename(sys.argv[0])}: error: {msg}")
-        raise ValueError(msg)
+        return (f"{checkpoint or 'the checkpoint'} was trained with a different dictionary than {ours} + [MASK] + "
+                f"[P] ({sizes}): binarize the data with the checkpoint's dictionary (fairseq-preprocess --srcdict)")
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        self.check_dictionary(state_dict)
+        mismatch = self.dictionary_mismatch(state_dict, checkpoint_files.LOADING["path"])
+        if mismatch:
+            raise ValueError(mismatch)
         key = "transformer.embed_positions.weight"
         old, new_rows = state_dict.get(key), self.transformer.embed_positions.weight.size(0)
         if old is not None and old.size(0) < new_rows:

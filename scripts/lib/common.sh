@@ -162,10 +162,6 @@ abs_path() {  # an absolute path of $1 (symlinks kept, so the name is the one th
   if [ "$1" = none ]; then echo none; else echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; fi
 }
 
-split_pairs() {  # split_pairs PREFIX.idx: the items of a binarized split (no fairseq import)
-  recipe_info count-items "$1"
-}
-
 # A recipe's long steps run in the background so that a signal to the script (Slurm's and
 # Kubernetes' SIGTERM or SIGUSR1, a kill of the script alone) reaches them at once: fairseq-train
 # then saves checkpoint_last.pt at the next update and stops, and the script exits after it.

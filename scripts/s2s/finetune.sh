@@ -45,7 +45,7 @@ else
     die "--checkpoint none (random init) needs --arch after --"
 fi
 recipe_lines BPE bpe-flags "$DATA"
-PAIRS=$(split_pairs "$DATA/train.source-target.source.idx")
+PAIRS=$(recipe_info count-items "$DATA/train.source-target.source.idx")
 SCHEDULE=$(recipe_info schedule --examples "$PAIRS" --batch "$BATCH" --epochs "$EPOCHS" --warmup-ratio "$WARMUP" \
   ${UPDATES:+--updates "$UPDATES"})
 read -r TOTAL WARM <<< "$SCHEDULE"

@@ -31,7 +31,7 @@ preset "$PRESET"
 require_files "$CKPT" "$REFS"
 TEST=$DATA/test.source-target.source.idx
 [ -f "$TEST" ] || die "no binarized test split in $DATA (run scripts/s2s/prepare.sh with RAW/test.{source,target})"
-PAIRS=$(split_pairs "$TEST")
+PAIRS=$(recipe_info count-items "$TEST")
 # lines of RAW_REFS as score.py counts them (a last line without a newline counts)
 LINES=$(awk 'END { print NR }' "$REFS")
 [ "$PAIRS" = "$LINES" ] || die "$TEST holds $PAIRS test pairs but --refs $REFS has $LINES lines"
