@@ -5,27 +5,30 @@
 #
 #   released weights (all-MiniLM-L6-v2, pip-installed by the set-up; layers 0,2,4 kept)
 #     -> PMLM (AE+PAR) pre-training on the docstrings of the training modules: held-out AE/PAR
-#        loss and accuracy before and after, curves.png
+#        loss and accuracy before and after, curves.png; and beside it MLM (AE only, fairseq
+#        RoBERTa's objective) pre-training with the same updates, batch, lr and data
 #     -> summarisation fine-tuning (an object's heading and docstring body -> its one-line
-#        summary), the same updates for (a) the PMLM-pre-trained model, (b) the released model
-#        without the PMLM stage, (c) the same architecture from random initialisation
+#        summary), the same updates for (a) the PMLM-pre-trained model, (b) the MLM-pre-trained
+#        model, (c) the released model without a pre-training stage, (d) the same architecture
+#        from random initialisation
 #     -> fairseq-generate on test pairs from modules held out of every training stage; one ROUGE
-#        table with lead-1, paired bootstrap intervals, three example outputs.
+#        table with lead-1, the PMLM row's paired bootstrap intervals against every other row
+#        (PMLM minus MLM, minus released, ...) and their reading, three example outputs.
 #
 #   bash scripts/demo.sh                                                    # ~13 minutes, 2 CPU cores
 #   START=scratch ARCH=unilmv2_base PRE_MINUTES=600 bash scripts/demo.sh   # PMLM from scratch (a GPU)
 #
-# Knobs (environment variables): PMLM_UPDATES (default 330), PMLM_LR (3e-4), FT_UPDATES (720),
+# Knobs (environment variables): PMLM_UPDATES (default 250; the MLM stage's too), PMLM_LR (3e-4), FT_UPDATES (500),
 # FT_LR (the demo preset's, 5e-4), LAYERS (of the released model, 0,2,4), SEED (1), JOBS (2 on a
 # CPU, 1 on a GPU), OUT_DIR (outputs/demo). START=scratch pre-trains ARCH (default unilmv2_small)
 # from random initialisation for PRE_MINUTES (6) on a sentencepiece vocabulary instead, without
-# the released row: on 2 CPU cores that stays in the unigram phase (README).
+# the released and MLM rows: on 2 CPU cores that stays in the unigram phase (README).
 #
 # Two cores: a small model trains ~1.5x faster as two single-threaded runs side by side than as
 # one two-threaded run, so with JOBS=2 the work goes in two lanes that do not need each other:
-# PMLM stage -> its fine-tuning and decoding | the released model's, then random initialisation's
-# fine-tuning and decoding. Progress lines carry their run's name. On a GPU (JOBS=1) the lanes
-# run one after the other.
+# PMLM stage -> its fine-tuning and decoding -> random initialisation's | MLM stage -> its
+# fine-tuning and decoding -> the released model's. Progress lines carry their run's name. On a
+# GPU (JOBS=1) the lanes run one after the other.
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
@@ -37,8 +40,8 @@ source scripts/setup_env.sh
 START=${START:-all-minilm-l6-v2}
 OUT=${OUT_DIR:-outputs/demo}
 LAYERS=${LAYERS:-0,2,4}
-PMLM_UPDATES=${PMLM_UPDATES:-330}
-FT_UPDATES=${FT_UPDATES:-720}
+PMLM_UPDATES=${PMLM_UPDATES:-250}
+FT_UPDATES=${FT_UPDATES:-500}
 PMLM_LR=${PMLM_LR:-3e-4}
 SEED=${SEED:-1}
 ARCH=${ARCH:-unilmv2_small}
@@ -54,9 +57,7 @@ if [ "$PMLM_GPUS" -gt 0 ]; then
   JOBS=${JOBS:-1}
 else
   JOBS=${JOBS:-2}
-  DEVICE+=(--num-workers 0)
-  # bf16 matmuls where the CPU has them (AVX512-BF16, AMX): ~1.2x per update on this machine
-  if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2> /dev/null; then DEVICE+=(--bf16-autocast); fi
+  cpu_speed_flags
 fi
 [[ $JOBS == [12] ]] || die "JOBS must be 1 or 2, not $JOBS"
 # fine-tuning: the demo preset (scripts/s2s/presets.sh) for FT_UPDATES updates
@@ -69,8 +70,8 @@ run() {
   local name=$1 log=$2 rc
   shift 2
   set +e
-  "$@" 2>&1 | tee "$log" | sed -unE "/\| (train_inner|valid) \||^(s2s|prepare_data)|^Generate/{
-    s/^.*\| (train_inner|valid) \| /$name: /; s/^(s2s|prepare_data|Generate)/$name: \\1/; s/\"//g
+  "$@" 2>&1 | tee "$log" | sed -unE "/\| (train_inner|valid) \||^(s2s|prepare_data|docstring_task)|^Generate/{
+    s/^.*\| (train_inner|valid) \| /$name: /; s/^(s2s|prepare_data|docstring_task|Generate)/$name: \\1/; s/\"//g
     s/^(.{170}).*/\\1/; p }"
   rc=${PIPESTATUS[0]}
   set -e
@@ -112,76 +113,72 @@ generate_cmd() {  # SYSTEM: beam 4, trigram blocking, on the held-out test pairs
 rm -rf "$OUT"
 mkdir -p "$OUT"
 
-stage "corpus: docstrings of the standard library and the pinned packages"
-python scripts/make_docstring_corpus.py --out "$OUT/corpus"
-
-prepare=(bash scripts/prepare_data.sh --train "$OUT/corpus/pretrain.train.txt" --valid "$OUT/corpus/pretrain.valid.txt"
-         --name pretrain --destdir "$DATA")
 if [ "$START" = scratch ]; then
+  stage "corpus: docstrings of the standard library and the pinned packages"
+  python scripts/make_docstring_corpus.py --out "$OUT/corpus"
   MODEL_FLAGS=(--arch "$ARCH")
   PMLM_INIT=()
   PMLM_BUDGET=(--max-update $((PRE_MINUTES * 80)) --total-num-update $((PRE_MINUTES * 80))
                --stop-time-hours "$(awk "BEGIN { print $PRE_MINUTES / 60 }")" --lr 2e-4 --warmup-updates 50)
   TOKENIZER_DIR=$DATA/pretrain
   stage "sentencepiece vocabulary -> data-bin (pre-training $ARCH from scratch)"
-  run prepare "$OUT/prepare-pretrain.log" "${prepare[@]}" --vocab-size 8000
+  run prepare "$OUT/prepare-pretrain.log" bash scripts/prepare_data.sh --train "$OUT/corpus/pretrain.train.txt" \
+    --valid "$OUT/corpus/pretrain.valid.txt" --name pretrain --destdir "$DATA" --vocab-size 8000
   stage "summarisation pairs -> sentencepiece -> data-bin"
   run sum "$OUT/prepare-sum.log" bash scripts/s2s/prepare.sh --raw "$PAIRS" --name sum \
     --pretrain-data "$TOKENIZER_DIR" --destdir "$DATA"
 else
-  # layers 0,2,4 and the dictionary rows the training text uses (12k of 30.5k): an update costs
-  # about half (the output layer over 30k rows dominated); held-out text meets few <unk> pieces
-  stage "released weights: $START, layers $LAYERS, the pieces of the training text -> $OUT/released"
-  python scripts/convert_checkpoint.py import "$START" "$OUT/released" --layers "$LAYERS" \
-    --keep-pieces-of "$OUT/corpus/pretrain.train.txt" "$PAIRS/train.source" "$PAIRS/train.target"
+  stage "the task (scripts/docstring_task.sh): corpus, released weights ($START, layers $LAYERS), data-bins"
+  run task "$OUT/task.log" bash scripts/docstring_task.sh --out "$OUT" --start "$START" --layers "$LAYERS"
   recipe_lines MODEL_FLAGS model-flags "$OUT/released/model.pt"
   PMLM_INIT=(--finetune-from-model "$OUT/released/model.pt")
   PMLM_BUDGET=(--max-update "$PMLM_UPDATES" --total-num-update "$PMLM_UPDATES" --lr "$PMLM_LR"
                --warmup-updates $((PMLM_UPDATES / 10)))
-  TOKENIZER_DIR=$OUT/released
-  stage "the released WordPiece tokenizer -> data-bin: pre-training text | summarisation pairs"
-  prepare_pretrain() {
-    run prepare "$OUT/prepare-pretrain.log" "${prepare[@]}" --wordpiece-vocab "$OUT/released/vocab.txt" \
-      --srcdict "$OUT/released/dict.txt"
-  }
-  prepare_pairs() {
-    run sum "$OUT/prepare-sum.log" bash scripts/s2s/prepare.sh --raw "$PAIRS" --name sum \
-      --pretrain-data "$TOKENIZER_DIR" --destdir "$DATA"
-  }
-  both prepare_pretrain prepare_pairs
 fi
 
-pmlm_stage=(fairseq-train "$DATA/pretrain" --user-dir fairseq_pmlm
-  --task pseudo_masked_lm "${MODEL_FLAGS[@]}" --criterion pmlm --objective ae+par
-  --tokens-per-sample 128 --batch-size 16 --max-tokens 100000
-  --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-6 --weight-decay 0.01
-  --lr-scheduler polynomial_decay "${PMLM_BUDGET[@]}" ${PMLM_INIT[@]+"${PMLM_INIT[@]}"}
-  --dropout 0.1 --attention-dropout 0.1 --seed "$SEED"
-  --log-format json --log-interval $(((PMLM_UPDATES + 9) / 10)) --validate-interval-updates 50 --max-valid-steps 10
-  --save-dir "$OUT/pmlm" --no-epoch-checkpoints --save-interval-updates 100000 "${DEVICE[@]}")
-# two lanes of work that do not need each other, side by side (JOBS=2) or in turn (JOBS=1):
-# PMLM: held-out AE/PAR before -> PMLM stage -> held-out after, curves -> fine-tuning -> decoding;
-# baselines: the released model (not for START=scratch), then random initialisation, each
-# fine-tuned and decoded with the same settings as the PMLM model
+pretrain_cmd() {  # OBJECTIVE SAVE_DIR: the PMLM stage (ae+par) and the MLM stage (ae), alike but for --objective
+  CMD=(fairseq-train "$DATA/pretrain" --user-dir fairseq_pmlm
+    --task pseudo_masked_lm "${MODEL_FLAGS[@]}" --criterion pmlm --objective "$1"
+    --tokens-per-sample 128 --batch-size 16 --max-tokens 100000
+    --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-6 --weight-decay 0.01
+    --lr-scheduler polynomial_decay "${PMLM_BUDGET[@]}" ${PMLM_INIT[@]+"${PMLM_INIT[@]}"}
+    --dropout 0.1 --attention-dropout 0.1 --seed "$SEED"
+    --log-format json --log-interval $(((PMLM_UPDATES + 9) / 10)) --validate-interval-updates 50 --max-valid-steps 10
+    --save-dir "$2" --no-epoch-checkpoints --save-interval-updates 100000 "${DEVICE[@]}")
+}
+# two lanes of work that do not need each other, side by side (JOBS=2) or in turn (JOBS=1), each
+# system fine-tuned and decoded with the same settings:
+# PMLM stage -> held-out AE/PAR after, curves -> PMLM system -> random initialisation;
+# held-out AE/PAR before -> MLM stage (same updates, batch, lr, data) -> MLM system -> released
+# model without a stage (START=scratch: random initialisation only)
 lane_pmlm() {
   if [ "$START" != scratch ]; then
-    stage "held-out AE/PAR before the PMLM stage (the released model has no LM head: it starts fresh)"
-    validate_cmd "$OUT/released/model.pt"
-    run "held-out before" "$OUT/validate-before.log" "${CMD[@]}"
     stage "PMLM pre-training (AE+PAR) of the released model, $PMLM_UPDATES updates of 16 x 128 tokens"
   else
     stage "PMLM pre-training (AE+PAR) from scratch: ${MODEL_FLAGS[*]}, $PRE_MINUTES minutes"
   fi
-  run pmlm "$OUT/pmlm.log" "${pmlm_stage[@]}"
+  pretrain_cmd ae+par "$OUT/pmlm"
+  run pmlm "$OUT/pmlm.log" "${CMD[@]}"
   stage "held-out AE/PAR after the PMLM stage"
   validate_cmd "$OUT/pmlm/checkpoint_last.pt"
   run "held-out after" "$OUT/validate-after.log" "${CMD[@]}"
   python scripts/plot_curves.py "$OUT/pmlm.log" --out "$OUT/curves.png" | sed -u 's/^/curves: /'
   system pmlm "$OUT/pmlm/checkpoint_last.pt"
+  if [ "$START" != scratch ]; then system random none; fi
 }
-lane_baselines() {
-  if [ "$START" != scratch ]; then system released "$OUT/released/model.pt"; fi
-  system random none
+lane_mlm() {
+  if [ "$START" = scratch ]; then
+    system random none
+    return
+  fi
+  stage "held-out AE/PAR before the PMLM stage (the released model has no LM head: it starts fresh)"
+  validate_cmd "$OUT/released/model.pt"
+  run "held-out before" "$OUT/validate-before.log" "${CMD[@]}"
+  stage "MLM pre-training (AE only) of the released model, the PMLM stage's updates, batch, lr and data"
+  pretrain_cmd ae "$OUT/mlm"
+  run mlm "$OUT/mlm.log" "${CMD[@]}"
+  system mlm "$OUT/mlm/checkpoint_last.pt"
+  system released "$OUT/released/model.pt"
 }
 system() {  # NAME INIT: fine-tune, then decode the test pairs
   stage "summarisation fine-tuning ($1): $FT_UPDATES updates of 16 pairs"
@@ -191,17 +188,18 @@ system() {  # NAME INIT: fine-tune, then decode the test pairs
   generate_cmd "$1"
   run "generate-$1" "$OUT/generate-$1.log" "${CMD[@]}"
 }
-both lane_pmlm lane_baselines
+both lane_pmlm lane_mlm
 
 stage "results"
 echo "summarisation of docstrings, test pairs from modules held out of every training stage (ROUGE F1 %):"
 args=()
-SYSTEMS=(pmlm released random)
+SYSTEMS=(pmlm mlm released random)
 if [ "$START" = scratch ]; then SYSTEMS=(pmlm random); fi
 for sys in "${SYSTEMS[@]}"; do
   case $sys in
-    pmlm) name="$([ "$START" = scratch ] && echo "$ARCH" || echo "$START"): PMLM + fine-tuned" ;;
-    released) name="$START: released, no PMLM + fine-tuned" ;;
+    pmlm) name="$([ "$START" = scratch ] && echo "$ARCH" || echo "$START"): PMLM (AE+PAR) stage + fine-tuned" ;;
+    mlm) name="$START: MLM (AE-only) stage + fine-tuned" ;;
+    released) name="$START: released, no stage + fine-tuned" ;;
     random) name="same arch, random init + fine-tuned" ;;
   esac
   args+=(--hyp "$OUT/generate-$sys/hyp.txt" --name "$name")
@@ -210,6 +208,6 @@ python scripts/score.py --ref "$PAIRS/test.target" "${args[@]}" \
   --hyp "$PAIRS/test.lead" --name "lead-1 (first sentence of the source)" \
   --bootstrap --examples 3 --source "$PAIRS/test.source" | tee "$OUT/rouge.md"
 echo
-echo "PMLM curves: $OUT/curves.png; checkpoints: $OUT/pmlm, $OUT/sum-*"
+echo "PMLM curves: $OUT/curves.png; checkpoints: $OUT/pmlm, $OUT/mlm, $OUT/sum-*"
 echo "hub: UniLMv2Model.from_pretrained('$OUT/sum-pmlm').sample([...])"
 echo "wall time: $((SECONDS - start)) s"

@@ -43,6 +43,12 @@ def jobs(data, tmp_path_factory):
     short = [(data, root / objective, "--objective", objective, "--no-save", *SHORT) for objective in OBJECTIVES]
     short.append((data, root / "no_rel_pos", "--no-rel-pos", "--no-epoch-checkpoints", *SHORT))
     j["short"] = submit(train_many, short)
+    # a start of one update, then 3 updates from it of which the first 2 train the LM head alone
+    head = ["--no-epoch-checkpoints", "--log-interval", "1"]
+    j["head_warmup"] = submit(train_many, [
+        (data, root / "hw_start", "--max-update", "1", *head),
+        (data, root / "hw", "--finetune-from-model", root / "hw_start" / "checkpoint_last.pt",
+         "--head-warmup-updates", "2", "--max-update", "3", "--save-interval-updates", "2", *head)])
     return j
 
 
@@ -180,3 +186,20 @@ def test_logs_carry_masked_count_and_both_accuracies(jobs):
         masked, tokens, examples = int(r["masked"]), float(r["wpb"]), int(r["bsz"])
         body = tokens - 2 * masked - 3 * examples
         assert 0.15 <= masked / body <= 0.45, r
+
+
+def test_head_warmup_updates_train_the_lm_head_alone_then_everything(jobs):
+    assert [r.returncode for r in jobs["head_warmup"].result()] == [0, 0]
+    start = torch.load(jobs["root"] / "hw_start" / "checkpoint_last.pt")["model"]
+    warm = torch.load(jobs["root"] / "hw" / "checkpoint_1_2.pt")["model"]  # after the 2 head-only updates
+    last = torch.load(jobs["root"] / "hw" / "checkpoint_last.pt")["model"]
+    head = [k for k in start if k.startswith("transformer.lm_head.") and k != "transformer.lm_head.weight"]
+    body = [k for k in start if k not in head and k != "dictionary_digest"]
+    assert sorted(head) == ["transformer.lm_head.bias", "transformer.lm_head.dense.bias",
+                            "transformer.lm_head.dense.weight", "transformer.lm_head.ln.bias",
+                            "transformer.lm_head.ln.weight"]
+    for k in body:  # the embedding (tied to the output projection) and every layer: untouched
+        assert torch.equal(warm[k], start[k]), k
+    assert all(not torch.equal(warm[k], start[k]) for k in head)
+    assert not torch.equal(last["transformer.embed_tokens.weight"], start["transformer.embed_tokens.weight"])
+    assert not torch.equal(last["transformer.layers.0.fc1.weight"], start["transformer.layers.0.fc1.weight"])

@@ -76,7 +76,17 @@ class PseudoMaskedLMConfig(AutocastConfig):
     random_token_prob: float = field(
         default=0.1, metadata={"help": "probability that a masked context token is replaced by a random token"}
     )
+    head_warmup_updates: int = field(
+        default=0,
+        metadata={"help": "for the first N updates train only the LM head's own weights (dense, LayerNorm, "
+                          "bias; the output projection is the tied embedding and stays): a fresh head, as on "
+                          "released weights without one, then sends its first, random gradients nowhere else"},
+    )
     seed: int = II("common.seed")
+
+
+# the LM head's own parameters: what --head-warmup-updates trains alone
+HEAD_PREFIX = "transformer.lm_head."
 
 
 @register_task("pseudo_masked_lm", dataclass=PseudoMaskedLMConfig)
@@ -104,6 +114,15 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         if len(paths) > 1:  # a bad shard is found now, not at the epoch that first reads it
             check_shards(paths)
         return cls(cfg, dictionary)
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        if update_num < self.cfg.head_warmup_updates:
+            # no gradient, no update: Adam skips a parameter whose .grad is None (weight decay too)
+            for name, p in model.named_parameters():
+                if not name.startswith(HEAD_PREFIX):
+                    p.grad = None
+        return out
 
     def masking_config(self):
         c = self.cfg

@@ -130,6 +130,13 @@ device_flags() {  # DEVICE: fairseq's flags for this machine, --fp16 on a GPU, -
   if [ "$PMLM_GPUS" -gt 0 ]; then DEVICE=(--fp16); else DEVICE=(--cpu); fi
 }
 
+# shellcheck disable=SC2034  # DEVICE is for the recipe that sources this
+cpu_speed_flags() {  # DEVICE += what makes small models train fastest on this CPU (after device_flags)
+  DEVICE+=(--num-workers 0)
+  # bf16 matmuls where the CPU has them (AVX512-BF16, AMX): ~1.2x per update on a 2-core EPYC
+  if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2> /dev/null; then DEVICE+=(--bf16-autocast); fi
+}
+
 resume_or_start() {  # resume_or_start SAVE_DIR INIT TASK: before fine-tuning INIT (a checkpoint or none) into SAVE_DIR
   # fairseq resumes SAVE_DIR/checkpoint_last.pt whenever it exists, whatever --finetune-from-model
   # says: allow that only for a run of TASK started from INIT (and say so); else refuse, or with

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The paper's objective ablation (Table 6) on your data, at any scale: for every objective and
+# seed, pre-train with the same updates, batch, lr and schedule, fine-tune the result with the
+# same settings (scripts/s2s/finetune.sh), decode the test split (scripts/s2s/generate.sh) and
+# score it; then one table of all of them.
+#
+#   bash scripts/ablate_objectives.sh --pretrain-data DIR --pairs DIR --refs FILE \
+#       --init CKPT | --init random --arch ARCH  --out DIR \
+#       [--objectives none,ae,ar,par,ae+ar,ae+par] [--updates 200] [--ft-updates 400] [--seeds 1,2,3]
+#       [--lanes 2] [--preset demo] [--lr 3e-4] [--tokens-per-sample 128] [--batch-size 16]
+#       [--ft-flags='--dropout 0 --attention-dropout 0'] [-- MORE FAIRSEQ-TRAIN ARGS]
+#   e.g. bash scripts/docstring_task.sh --out runs/task       # the main job's task and data
+#        bash scripts/ablate_objectives.sh --pretrain-data runs/task/data-bin/pretrain \
+#            --pairs runs/task/data-bin/sum --refs runs/task/corpus/pairs/test.target \
+#            --init runs/task/released/model.pt --out runs/ablation-continued
+#
+# --pretrain-data: a data-bin of scripts/prepare_data.sh; --pairs: one of scripts/s2s/prepare.sh
+# with the same dictionary; --refs: the raw test references. --init: the start of every run, a
+# checkpoint (e.g. released weights, scripts/convert_checkpoint.py import) or random with --arch.
+# Objectives (--objective of the pseudo_masked_lm task): ae (MLM), ar, par, ae+ar, ae+par (PMLM),
+# and none: no pre-training stage, the start fine-tuned as it is.
+# Pre-training: --updates updates of --batch-size sequences of --tokens-per-sample tokens, Adam,
+# lr --lr with 10% warmup and linear decay, dropout 0.1; the flags after -- go to every pre-training
+# run (they come last and override these). Fine-tuning: --ft-updates updates of --preset
+# (scripts/s2s/presets.sh) plus --ft-flags (fairseq-train flags: give them as --ft-flags='...', a value
+# that starts with -- needs the = form); decoding: the preset's beam. Seed s seeds both stages.
+# --lanes K runs K runs side by side, one thread each (2 on a 2-core machine; 1 on a GPU).
+#
+# Writes OUT/table.md (mean ROUGE-1/2/L over the seeds with their range, the ROUGE-L difference
+# from ae and from none pooled over the seeds with a 95% paired bootstrap interval, pre-training
+# cost per update relative to ae), OUT/results.json (the same, one value a seed), OUT/rougeL.png
+# (one dot a seed) and OUT/pretrain_curves.png (held-out loss). Runs are kept in OUT/runs/: the
+# same command again skips finished runs and resumes an interrupted one (SIGTERM or Ctrl-C lets
+# each running step save first); other settings with the same OUT are refused.
+set -euo pipefail
+# shellcheck source=lib/common.sh
+source "$(dirname "$0")/lib/common.sh"
+activate_venv
+declare -A FLAGS=([--pretrain-data]=PRE [--pairs]=PAIRS [--refs]=REFS [--init]=INIT [--arch]=ARCH [--out]=OUT
+                  [--objectives]=OBJECTIVES [--updates]=UPDATES [--ft-updates]=FT_UPDATES [--seeds]=SEEDS
+                  [--lanes]=LANES [--preset]=PRESET [--lr]=LR [--tokens-per-sample]=TPS [--batch-size]=BSZ
+                  [--ft-flags]=FT_FLAGS)
+PRE='' PAIRS='' REFS='' INIT='' ARCH='' OUT='' OBJECTIVES=none,ae,ar,par,ae+ar,ae+par UPDATES=200 FT_UPDATES=400
+SEEDS=1,2,3 LANES='' PRESET=demo LR=3e-4 TPS=128 BSZ=16 FT_FLAGS='--dropout 0 --attention-dropout 0'
+PASS_TO=fairseq-train
+parse_flags "$@"
+require_flags --pretrain-data --pairs --refs --init --out
+for flag in --updates --ft-updates --tokens-per-sample --batch-size --lanes; do
+  var=${FLAGS[$flag]}
+  [ -z "${!var}" ] || [[ ${!var} =~ ^[1-9][0-9]*$ ]] || die "$flag must be a positive integer: ${!var}"
+done
+device_flags
+if [ "$PMLM_GPUS" -gt 0 ]; then LANES=${LANES:-1}; else LANES=${LANES:-2}; cpu_speed_flags; fi
+exec python "$ROOT/scripts/ablate_objectives.py" --pretrain-data "$PRE" --pairs "$PAIRS" --refs "$REFS" \
+  --init "$INIT" --arch "$ARCH" --out "$OUT" --objectives "$OBJECTIVES" --updates "$UPDATES" \
+  --ft-updates "$FT_UPDATES" --seeds "$SEEDS" --lanes "$LANES" --preset "$PRESET" --lr "$LR" \
+  --tokens-per-sample "$TPS" --batch-size "$BSZ" --ft-flags "$FT_FLAGS" --device-flags "${DEVICE[*]}" \
+  -- ${EXTRA[@]+"${EXTRA[@]}"}

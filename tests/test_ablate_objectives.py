@@ -1,0 +1,106 @@
+"""scripts/ablate_objectives.sh at toy size: two objectives, one seed, a few updates of the tiny
+pre-trained model of nlu.py, on pairs of its language; the table, the JSON and the plots it
+writes, a re-run that only reads what is done, and its one-line refusals of bad input."""
+import json
+import os
+import random
+import subprocess
+
+import pytest
+
+from cli import ENV, REPO
+from nlu import pretrained, script, sentence
+from tiny_s2s import tiny_s2s
+
+ABLATE = os.path.join(REPO, "scripts", "ablate_objectives.sh")
+
+
+def ablate(*args, out):
+    """ablate_objectives.sh ARGS --out OUT, pre-training flags for fairseq after --."""
+    return subprocess.run(["bash", ABLATE, *map(str, args), "--out", str(out), "--", "--num-workers", "0"],
+                          capture_output=True, text=True, env={**os.environ, **ENV}, cwd=REPO, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    pre = pretrained(tmp_path_factory)
+    tmp = tmp_path_factory.mktemp("ablation")
+    rng = random.Random(3)
+    raw = tmp / "raw"
+    raw.mkdir()
+    for split, n in (("train", 40), ("valid", 6), ("test", 6)):
+        sources = [sentence(rng, rng.randint(4, 8)) for _ in range(n)]
+        (raw / f"{split}.source").write_text("".join(s + "\n" for s in sources))
+        (raw / f"{split}.target").write_text("".join(" ".join(s.split()[:2]) + "\n" for s in sources))
+    script("s2s/prepare.sh", "--raw", raw, "--name", "pairs", "--pretrain-data", pre["data"], "--destdir", tmp,
+           "--workers", "1")
+    args = ["--pretrain-data", pre["data"], "--pairs", tmp / "pairs", "--refs", raw / "test.target",
+            "--init", pre["checkpoint"], "--objectives", "ae,ae+par", "--seeds", "1", "--updates", "3",
+            "--ft-updates", "2", "--lanes", "1"]
+    first = ablate(*args, out=tmp / "out")
+    again = ablate(*args, out=tmp / "out")
+    return tmp, pre, args, first, again
+
+
+def test_the_ablation_runs_every_objective_and_writes_the_table_the_json_and_the_plots(toy):
+    tmp, _, _, first, _ = toy
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    out = tmp / "out"
+    results = json.loads((out / "results.json").read_text())
+    rows = {r["objective"]: r for r in results["objectives"]}
+    assert list(rows) == ["ae", "ae+par"] and results["test_examples"] == 6
+    for r in rows.values():
+        assert r["seeds"] == [1] and len(r["rouge1"]) == len(r["rouge2"]) == len(r["rougeL"]) == 1
+        assert r["rougeL_mean"] == pytest.approx(r["rougeL"][0]) and r["pretrain_tokens"][0] > 0
+    assert rows["ae"]["vs_ae"] is None and rows["ae"]["cost_per_update_vs_ae"] == 1.0
+    lo, hi = rows["ae+par"]["vs_ae"]["ci95"]
+    assert lo <= rows["ae+par"]["vs_ae"]["rougeL_diff"] <= hi
+    # PAR appends a [P] and a copy of every masked token: more tokens an update than AE alone
+    assert rows["ae+par"]["tokens_per_update"] > rows["ae"]["tokens_per_update"]
+    table = (out / "table.md").read_text()
+    assert "| objective | ROUGE-1 | ROUGE-2 | ROUGE-L | ROUGE-L vs ae |" in table and "| ae+par |" in table
+    assert table in first.stdout
+    assert (out / "rougeL.png").stat().st_size > 1000 and (out / "pretrain_curves.png").stat().st_size > 1000
+    for line in ("ae/seed 1: pre-training: 3 updates", "ae+par/seed 1: fine-tuning: 2 updates",
+                 "ae+par/seed 1: decoding: ROUGE-L", "(2/2 runs)"):
+        assert line in first.stdout
+    # only checkpoint_last.pt stays of a pre-training run
+    assert sorted(p for p in os.listdir(out / "runs" / "ae-seed1" / "pretrain") if p.endswith(".pt")) == [
+        "checkpoint_last.pt"]
+
+
+def test_the_same_command_again_trains_nothing_and_prints_the_same_table(toy):
+    tmp, _, _, first, again = toy
+    assert again.returncode == 0, again.stderr
+    assert "pre-training:" not in again.stdout and "fine-tuning:" not in again.stdout
+    assert "ae+par/seed 1: done before (2/2 runs)" in again.stdout
+    assert (tmp / "out" / "table.md").read_text() in again.stdout
+
+
+def test_other_settings_with_the_same_out_are_refused(toy):
+    tmp, _, args, *_ = toy
+    proc = ablate(*[("7" if a == "3" else a) for a in args], out=tmp / "out")
+    assert proc.returncode == 2 and proc.stderr.startswith("ablate_objectives.sh: error: --out ")
+    assert "other settings (updates)" in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_bad_input_is_refused_in_one_line_before_anything_runs(toy, tmp_path_factory, tmp_path):
+    tmp, pre, args, *_ = toy
+    _, other_data, other_save = tiny_s2s(tmp_path_factory)  # another dictionary
+    other_checkpoint = other_save / "checkpoint_last.pt"
+
+    def refused(changes, message):
+        new = list(args)
+        for flag, value in changes.items():
+            new[new.index(flag) + 1] = value
+        proc = ablate(*new, out=tmp_path / "x")
+        assert proc.returncode == 2, proc.stdout[-2000:]
+        assert len(proc.stderr.splitlines()) == 1 and message in proc.stderr, proc.stderr
+        assert not (tmp_path / "x").exists()
+
+    refused({"--objectives": "ae,mlm"}, "--objectives: unknown objective 'mlm' (known: none, ae, ar, par")
+    refused({"--pretrain-data": tmp / "missing"}, f"--pretrain-data {tmp / 'missing'}: no dict.txt")
+    refused({"--pairs": other_data}, "are different dictionaries: prepare the pairs with scripts/s2s/prepare.sh")
+    refused({"--init": other_checkpoint}, "a checkpoint of another dictionary")
+    refused({"--init": "random"}, "--init random needs --arch")
+    refused({"--refs": pre["dict"]}, "test pairs")
