@@ -367,20 +367,12 @@ def one_run(a, obj, seed, progress, env):
 
 
 # ----------------------------------------------------------------------------- results
-def paired_bootstrap(diff, resamples=BOOTSTRAP_RESAMPLES, seed=0):
-    """diff: [seeds x examples] of per-example differences. Mean, and the 2.5/97.5 percentiles of
-    the mean over resamples of the examples (the same resampled examples for every seed)."""
-    import numpy as np
-
-    diff = np.asarray(diff, dtype=float)
-    idx = np.random.default_rng(seed).integers(0, diff.shape[1], size=(resamples, diff.shape[1]))
-    means = diff[:, idx].mean(axis=(0, 2))
-    return float(diff.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
-
-
 def collect(a, objectives, seeds):
     """results.json's content from the runs' files."""
     import numpy as np
+
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from score import paired_bootstrap  # the main job's interval, pooled over the seeds
 
     per, cost = {}, {}
     for obj in objectives:
@@ -393,8 +385,8 @@ def collect(a, objectives, seeds):
     def vs(obj, base):
         if base not in objectives or obj == base:
             return None
-        diff = [np.subtract(per[obj, s]["rougeL"], per[base, s]["rougeL"]) for s in seeds]
-        d, lo, hi = paired_bootstrap(diff)
+        d, lo, hi = paired_bootstrap([per[obj, s]["rougeL"] for s in seeds], [per[base, s]["rougeL"] for s in seeds],
+                                     resamples=BOOTSTRAP_RESAMPLES)
         return {"rougeL_diff": round(d, 3), "ci95": [round(lo, 3), round(hi, 3)]}
 
     def mean_cost(obj, key):

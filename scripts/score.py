@@ -100,12 +100,13 @@ def main():
 
 def paired_bootstrap(a, b, resamples=1000, seed=0):
     """Mean of a - b and its 2.5/97.5 percentiles over resamples of the examples (with
-    replacement; the same examples for both systems, hence paired)."""
+    replacement; the same examples for both systems, hence paired). a, b: one score an example,
+    or [runs x examples] (e.g. seeds): each resample then takes the same examples in every run."""
     import numpy as np
 
-    diff = np.asarray(a) - np.asarray(b)
-    idx = np.random.default_rng(seed).integers(0, len(diff), size=(resamples, len(diff)))
-    means = diff[idx].mean(axis=1)
+    diff = np.atleast_2d(np.asarray(a, dtype=float) - np.asarray(b, dtype=float))
+    idx = np.random.default_rng(seed).integers(0, diff.shape[1], size=(resamples, diff.shape[1]))
+    means = diff[:, idx].mean(axis=(0, 2))
     return float(diff.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
