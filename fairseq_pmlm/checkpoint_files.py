@@ -14,7 +14,7 @@ Reading. Every load of a checkpoint goes through ``checkpoint_utils.load_checkpo
 fails because the file cannot be read (empty, truncated, not a torch file) the error is one line
 naming the file and the newest intact checkpoint beside it (with the command that resumes from
 it for ``checkpoint_last.pt``), not torch's traceback; a command-line program prints just that
-line (an exception hook for ``CheckpointError`` only).
+line (an exception hook for ``CheckpointError`` and the other ``errors.OneLineError`` only).
 
 Starting training (``checkpoint_utils.load_checkpoint``): rank 0 checks the file to resume from
 before fairseq loads it and every rank stops on its verdict (fairseq loads on rank 0 only, so
@@ -44,12 +44,14 @@ from fairseq import checkpoint_utils
 from fairseq.distributed import utils as distributed_utils
 from fairseq.file_io import PathManager
 
+from .errors import OneLineError
+
 logger = logging.getLogger(__name__)
 SAVED = {}  # path (as fairseq names it) -> the update count of what this process last wrote there
 LOADING = {"path": None}  # the checkpoint file read last, for a model's messages about its contents
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(OneLineError, RuntimeError):
     """A checkpoint that cannot be used; the message is one line naming the file."""
 
 
@@ -200,13 +202,17 @@ def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
 
 
 # ----------------------------------------------------------------------------- starting training
-def restart_problem(cfg, suffix, model=None):
+def restart_problem(cfg, suffix, model=None, run=None):
     """What stops training before fairseq loads anything: the one-line error, or None. Includes
     what ``model.dictionary_mismatch`` says of the checkpoint's weights: fairseq's trainer would
-    replace an error raised while loading them by "please ensure that the architectures match"."""
+    replace an error raised while loading them by "please ensure that the architectures match".
+    ``run``: (task, criterion class) of this run, for a checkpoint of another run to resume."""
+    resume = "--restore-file"
     if cfg.restore_file == "checkpoint_last.pt":  # fairseq's default: resume if it is there
         path = os.path.join(cfg.save_dir, f"checkpoint_last{suffix}.pt")
+        resume = "--save-dir"
         if not os.path.exists(path):  # a first launch: from --finetune-from-model, if given
+            resume = None
             path = cfg.finetune_from_model
             if path is None or not _local(path):
                 return None
@@ -224,9 +230,26 @@ def restart_problem(cfg, suffix, model=None):
     state, reason = _load(path)
     if reason is not None:
         return unreadable(path, reason)
-    if hasattr(model, "dictionary_mismatch"):
-        return model.dictionary_mismatch(state["model"], path)
+    mismatch = model.dictionary_mismatch(state["model"], path) if hasattr(model, "dictionary_mismatch") else None
+    if mismatch:
+        return mismatch
+    if resume and run is not None and not cfg.reset_optimizer:
+        return other_run(state, path, resume, *run)
     return None
+
+
+def other_run(state, path, resume, task, criterion):
+    """The one-line error for resuming a checkpoint of another task's run (a fine-tuned one
+    given to pre-training, say): fairseq's trainer stops on an assertion, "Criterion does not
+    match"; None if the criteria agree."""
+    theirs = (state.get("optimizer_history") or [{}])[-1].get("criterion_name")
+    if theirs in (None, criterion):
+        return None
+    was = ((state.get("cfg") or {}).get("task") or {}).get("_name", "?")
+    run = f"is a checkpoint of another run (task {was}, {theirs}; this one: task {task}, {criterion})"
+    if resume == "--save-dir":
+        return f"{path} {run}, and fairseq resumes the --save-dir's checkpoint_last.pt: choose another --save-dir"
+    return f"--restore-file {path} {run}: to start from its weights, give it as --finetune-from-model"
 
 
 def remove_leftovers(save_dir):
@@ -240,7 +263,8 @@ def remove_leftovers(save_dir):
 def load_checkpoint(cfg, trainer, **passthrough_args):
     problem = None
     if trainer.data_parallel_rank == 0:
-        problem = restart_problem(cfg, trainer.checkpoint_suffix, trainer.get_model())
+        problem = restart_problem(cfg, trainer.checkpoint_suffix, trainer.get_model(),
+                                  run=(trainer.cfg.task._name, type(trainer.get_criterion()).__name__))
         if problem is None and not cfg.no_save:
             remove_leftovers(cfg.save_dir)
     if trainer.data_parallel_world_size > 1:  # every rank stops, not rank 0 alone
@@ -274,8 +298,9 @@ def broadcast_object_slow(obj, src_rank, group, dist_device):
 
 
 def print_checkpoint_errors(kind, value, traceback, _previous=sys.excepthook):
-    """A ``CheckpointError`` reaching the top of a program is its one line; others as before."""
-    if isinstance(value, CheckpointError):
+    """A ``CheckpointError`` (any ``errors.OneLineError``) reaching the top of a program is its one
+    line; others as before."""
+    if isinstance(value, OneLineError):
         program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") else "python"
         print(f"{program}: error: {value}", file=sys.stderr)
     else:

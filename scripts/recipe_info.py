@@ -10,11 +10,12 @@
     python scripts/recipe_info.py glue-report LOG TASK METRIC   # the best dev epoch of a GLUE run
     python scripts/recipe_info.py gpus                   # the GPUs torch can use (imports torch)
     python scripts/recipe_info.py count-items PREFIX.idx # items of a binarized split (its mmap index header)
+    python scripts/recipe_info.py separator DIR          # the dict symbol carrying [X_SEP] in DIR ("" if none)
     python scripts/recipe_info.py run-of CHECKPOINT      # "TASK UPDATES INIT" of a training checkpoint
     python scripts/recipe_info.py squad-windows --data DIR --train-json F [--max-positions 384]
                                                 [--doc-stride 128] [--squad-v2]   # its training windows
 
-The first seven run without fairseq (a fraction of a second, not its ~4 s import): the plugin
+The first eight run without fairseq (a fraction of a second, not its ~4 s import): the plugin
 package is entered through a bare stand-in, so its ``__init__`` (fairseq registrations) does not
 run. run-of imports torch; squad-windows imports fairseq, as it reads fairseq's data and task.
 """
@@ -110,6 +111,12 @@ def run_of(checkpoint):
         init = cfg["checkpoint"].get("finetune_from_model")
         return cfg["task"]["_name"], history[-1].get("num_updates", 0), os.path.abspath(init) if init else "none"
     except Exception as e:  # unreadable or not a training checkpoint: why, in one line
+        # as training says it, with the newest intact checkpoint beside it (imports fairseq: only here)
+        from fairseq_pmlm.checkpoint_files import inspect, unreadable
+
+        _, reason = inspect(checkpoint)
+        if reason is not None:
+            raise ValueError(unreadable(checkpoint, reason)) from None
         why = (str(e).splitlines() or [""])[0]
         raise ValueError(f"{checkpoint}: cannot read it ({type(e).__name__}: {why})") from None
 
@@ -145,6 +152,7 @@ def parser():
         g.add_argument(name)
     sub.add_parser("gpus")
     sub.add_parser("count-items").add_argument("idx")
+    sub.add_parser("separator").add_argument("dir")
     sub.add_parser("run-of").add_argument("checkpoint")
     w = sub.add_parser("squad-windows")
     w.add_argument("--data", required=True)
@@ -153,6 +161,19 @@ def parser():
     w.add_argument("--doc-stride", type=int, default=128)
     w.add_argument("--squad-v2", action="store_true")
     return p
+
+
+def separator_of(directory):
+    """The dictionary symbol that carries the sentence separator in a data directory's target
+    dictionary (dict.target.txt, else dict.txt), or None: what the model emits between sentences."""
+    from fairseq_pmlm.symbols import separator_symbol
+
+    for name in ("dict.target.txt", "dict.txt"):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                return separator_symbol([line.split(" ")[0] for line in f])
+    raise ValueError(f"{directory} has no dict.target.txt or dict.txt")
 
 
 def run(a):
@@ -177,6 +198,8 @@ def run(a):
         return [str(gpus())]
     if a.command == "count-items":
         return [str(count_items(a.idx))]
+    if a.command == "separator":
+        return [separator_of(a.dir) or ""]
     if a.command == "run-of":
         return [" ".join(map(str, run_of(a.checkpoint)))]
     return [str(squad_windows(a.data, a.train_json, a.max_positions, a.doc_stride, a.squad_v2))]

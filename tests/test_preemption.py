@@ -317,3 +317,73 @@ def test_generate_and_the_hub_name_an_unreadable_checkpoint_in_one_line(runs, tm
     assert e.value.__cause__ is None and e.value.__suppress_context__  # torch's traceback is not chained
     with pytest.raises(CheckpointError, match=re.escape(f"checkpoint {bad} is unreadable (truncated")):
         UniLMv2Model.from_pretrained(str(tmp_path), checkpoint_file="checkpoint_best.pt")
+
+
+# ---- sequence-to-sequence fine-tuning -------------------------------------------------------
+S2S_UPDATES = 12  # the tiny pairs are 5 batches an epoch: the resumed runs restart in epoch 2
+
+
+def s2s_args(data, save_dir, updates=S2S_UPDATES):
+    """What s2s/finetune.sh runs (word drop, label smoothing, warmup and decay, clipping, two
+    loader workers), on the tiny pairs, from random weights."""
+    return [data, "--user-dir", os.path.join(REPO, "fairseq_pmlm"), "--task", "pmlm_seq2seq",
+            "--criterion", "pmlm_seq2seq", "--label-smoothing", "0.1", "--arch", "unilmv2_tiny",
+            "--max-source-positions", "48", "--max-target-positions", "32", "--target-mask-prob", "0.5",
+            "--optimizer", "adam", "--adam-betas", "(0.9, 0.999)", "--weight-decay", "0.01", "--clip-norm", "1.0",
+            "--lr", "5e-4", "--lr-scheduler", "polynomial_decay", "--warmup-updates", "2",
+            "--total-num-update", str(S2S_UPDATES), "--max-update", str(updates), "--batch-size", "8",
+            "--required-batch-size-multiple", "1", "--save-dir", save_dir, "--save-interval-updates", "3",
+            "--disable-validation", "--num-workers", "2", "--seed", "3", "--cpu", "--log-format", "json"]
+
+
+def s2s_chain(root, data):
+    """The uninterrupted run, then three interrupted ones, each rerun to the end: SIGKILL just
+    before the save at update 6 renames checkpoint_last.pt (resumes at the end of epoch 1), a
+    stop at --max-update 7, SIGTERM after update 8 (both resume inside epoch 2)."""
+    plans = []
+
+    def add(name, updates=S2S_UPDATES, fault=None):
+        plans.append({"argv": [str(a) for a in s2s_args(data, root / name, updates)], "fault": fault,
+                      "log": str(root / f"{len(plans):02d}.log"), "save_dir": str(root / name)})
+
+    add("reference")
+    add("kill", fault={"signal": "KILL", "at": "replace", "n": 6})
+    add("kill")
+    add("stop", updates=7)
+    add("stop")
+    add("term", fault={"signal": "TERM", "at": "update", "n": 8})
+    add("term")
+    (root / "plans.json").write_text(json.dumps(plans))
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "tests", "kill_driver.py"), str(root / "plans.json")],
+                          capture_output=True, text=True, env={**os.environ, **ENV}, cwd=REPO, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    for plan, result in zip(plans, results):
+        result["log"] = open(plan["log"]).read()
+    return results
+
+
+@pytest.fixture(scope="module")
+def s2s_runs(tmp_path_factory):
+    from tiny_s2s import tiny_s2s
+
+    _, data, _ = tiny_s2s(tmp_path_factory)
+    root = tmp_path_factory.mktemp("s2s_preemption")
+    return root, submit(s2s_chain, root, data)
+
+
+def test_fine_tuning_resumes_exactly_after_sigkill_a_stop_or_sigterm_in_a_later_epoch(s2s_runs):
+    """Resumed in epoch 2, a run used to get other batches (fairseq shuffles a new iterator's
+    examples with --seed + its epoch) and, with loader workers, word drops of another epoch."""
+    root, job = s2s_runs
+    reference, killed, after_kill, stopped, after_stop, termed, after_term = job.result()
+    assert reference["status"] == [0] and reference["files"]["checkpoint_last.pt"] == S2S_UPDATES
+    assert killed["status"] == [-9] and killed["files"]["checkpoint_last.pt"] == 5
+    assert stopped["status"] == [0] and stopped["files"]["checkpoint_last.pt"] == 7
+    assert termed["status"] == [143] and termed["files"]["checkpoint_last.pt"] == 8
+    diffs = {}
+    for name, rerun, at in (("kill", after_kill, 5), ("stop", after_stop, 7), ("term", after_term, 8)):
+        assert rerun["status"] == [0] and LOADED.search(rerun["log"]).group(2) == str(at), rerun["log"][-2000:]
+        diffs[name] = max_diff(root / "reference" / "checkpoint_last.pt", root / name / "checkpoint_last.pt")
+    print(f"fine-tuning resumed at updates 5, 7, 8: parameters and optimizer state vs the uninterrupted run: {diffs}")
+    assert diffs == {"kill": 0, "stop": 0, "term": 0}

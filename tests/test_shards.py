@@ -52,6 +52,14 @@ def test_shards_with_different_dictionaries_are_refused_at_start(sharded):
         setup([sharded / "data" / "shard0", sharded / "other" / "shard1"])
 
 
+def test_a_shard_without_dict_txt_is_refused_at_start_naming_the_file(sharded, tmp_path):
+    """Its ids may be another dictionary's: trained on silently, or an IndexError at its epoch."""
+    shards = copy_shards(sharded, tmp_path)
+    os.remove(shards[1] / "dict.txt")
+    with pytest.raises(FileNotFoundError, match=f"shard 1 has no dict.txt: {shards[1] / 'dict.txt'} missing"):
+        setup(shards)
+
+
 def test_a_missing_shard_is_refused_at_start_naming_it(sharded, tmp_path):
     with pytest.raises(FileNotFoundError, match=f"shard 1 of 2 not found: {tmp_path / 'nope'}"):
         setup([sharded / "data" / "shard0", tmp_path / "nope"])

@@ -12,6 +12,7 @@ import pytest
 import sentencepiece as spm
 
 from fairseq_pmlm.data import text_to_databin as t2d
+from fairseq_pmlm.symbols import SENTENCE_SEP
 
 from cli import binarize
 from helpers import stdlib_docstrings
@@ -61,7 +62,16 @@ def reference_pieces(corpus, tmp, encode):
 
 
 def same_files(a, b, names=FILES):
-    return [n for n in names if not filecmp.cmp(a / n, b / n, shallow=False)]
+    """Names of the files that differ; a sentencepiece dictionary made here is fairseq-preprocess's
+    plus its reserved row for the sentence separator (count 0, so after every piece of the text)."""
+    differ = [n for n in names if n != "dict.txt" and not filecmp.cmp(a / n, b / n, shallow=False)]
+    if "dict.txt" in names:
+        ref, out = ((d / "dict.txt").read_text().splitlines() for d in (a, b))
+        if f"{SENTENCE_SEP} 0" in out and f"{SENTENCE_SEP} 0" not in ref:
+            ref = [line for line in ref if not line.startswith("madeupword")] + [f"{SENTENCE_SEP} 0"]
+            out = [line for line in out if not line.startswith("madeupword")]
+        differ += ["dict.txt"] if ref != out else []
+    return differ
 
 
 def test_sentencepiece_output_is_byte_identical_to_fairseq_preprocess_for_1_and_2_workers(
@@ -236,6 +246,17 @@ def test_force_replaces_an_old_output_whole(corpus, tmp_path):
     assert no_leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("tokenizer", ["sentencepiece-trained-here", "wordpiece"])
+def test_a_destination_two_levels_deep_that_does_not_exist_is_created(corpus, tmp_path, request, tokenizer):
+    """Both tokeniser paths: training sentencepiece puts its temp dir beside the output too."""
+    tok = (["--vocab-size", "600"] if tokenizer != "wordpiece"
+           else ["--wordpiece-vocab", request.getfixturevalue("minilm_vocab")])
+    out = tmp_path / "new" / "deeper" / "name"
+    assert prepare(out, "corpus", "--train", corpus / "valid.txt", "--valid", corpus / "valid.txt", *tok) == 0
+    assert {"dict.txt", "train.bin", "valid.idx"} <= set(os.listdir(out))
+    assert os.listdir(tmp_path / "new" / "deeper") == ["name"]  # no temp dir left beside it
+
+
 def test_sigterm_removes_the_temporary_directory_and_writes_nothing(corpus, tmp_path):
     big = tmp_path / "big.txt"
     big.write_bytes((corpus / "train.txt").read_bytes() * 1500)  # ~35 MB: ~10 s of work
@@ -253,6 +274,48 @@ def test_sigterm_removes_the_temporary_directory_and_writes_nothing(corpus, tmp_
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted: nothing written" in err
     assert no_leftovers(tmp_path) == [] and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("mode", ["corpus", "pairs"])
+def test_sigterm_to_the_process_group_at_any_instant_stops_at_once_and_removes_the_temporary_directory(
+        corpus, tmp_path, mode):
+    """What a job scheduler does: SIGTERM to the command and its workers together. Kills while
+    the workers tokenise and while they wait for work (between the inputs; while the dictionary
+    is built) once hung on a lock a killed worker held."""
+    big = tmp_path / "big.txt"
+    big.write_bytes((corpus / "train.txt").read_bytes() * 130)  # ~3 MB: 3 parts, ~1 s of work
+    if mode == "corpus":
+        args = ["corpus", "--train", big, "--valid", corpus / "valid.txt", "--spm-model", corpus / "spm.model"]
+    else:
+        assert prepare(tmp_path / "pre", "corpus", "--train", corpus / "valid.txt", "--valid", corpus / "valid.txt",
+                       "--spm-model", corpus / "spm.model") == 0
+        (tmp_path / "raw").mkdir()
+        for split in ("train", "valid", "test"):  # the workers tokenise train, the main process the rest
+            for side in ("source", "target"):
+                os.link(big if split == "train" else corpus / "valid.txt", tmp_path / "raw" / f"{split}.{side}")
+        args = ["pairs", "--raw", tmp_path / "raw", "--pretrain-data", tmp_path / "pre"]
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    for delay in (0.0, 0.5, 1.2, 2.5) if mode == "corpus" else (0.3, 2.5):  # seconds after the first part file
+        proc = subprocess.Popen([sys.executable, os.path.join(REPO, "scripts", "text_to_databin.py"),
+                                 "--prog", "prepare_data.sh", "--out", str(dest / "out"), "--workers", "2",
+                                 *map(str, args)], cwd=REPO, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        deadline = time.time() + 60
+        while time.time() < deadline and not any(
+                n.startswith("part") for d in no_leftovers(dest) for n in os.listdir(dest / d)):
+            time.sleep(0.02)
+        time.sleep(delay)
+        assert proc.poll() is None, f"the run ended before it could be interrupted ({delay} s)"
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=30)  # a second, on a machine that is not busy
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            pytest.fail(f"SIGTERM {delay} s after the first part file: still running 30 s later")
+        assert proc.returncode == 130 and "interrupted: nothing written" in err, (delay, err)
+        assert os.listdir(dest) == [], delay
 
 
 def test_a_ten_megabyte_line_without_spaces_is_one_unknown_wordpiece(tmp_path, minilm_vocab, corpus):

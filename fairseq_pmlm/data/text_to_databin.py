@@ -30,10 +30,12 @@ import tempfile
 import time
 from itertools import chain
 from multiprocessing import get_context
+from multiprocessing.connection import wait
 
 import numpy as np
 
 from ..interrupts import sigterm_as_interrupt
+from ..symbols import SENTENCE_SEP, separator_symbol
 
 PART_BYTES = 32 << 20  # a worker's unit of work; small enough to balance 2..64 workers
 MIN_PART_BYTES = 1 << 20
@@ -138,6 +140,25 @@ def next_document_start(path, offset, scan_limit=64 << 20):
 
 
 # ------------------------------------------------------------------ tokenisers
+# Both tokenisers give the sentence separator [X_SEP] (multi-sentence targets: CNN/DailyMail)
+# one id of its own, the last one (``sep_id``), whatever the tokeniser would make of the text
+# "[X_SEP]": the text between separators is encoded piece by piece. ``lookup_table`` sends that
+# id to the dictionary's separator row (``symbols.separator_symbol``).
+def encode_sentences(encode, lines, sep_id):
+    """``encode`` of ``lines``, each separator between two sentences becoming ``sep_id``."""
+    if not any(SENTENCE_SEP in line for line in lines):
+        return encode(lines)
+    pieces = [line.split(SENTENCE_SEP) for line in lines]
+    flat = iter(encode([p for line in pieces for p in line]))
+    out = []
+    for line in pieces:
+        ids = list(next(flat))
+        for _ in line[1:]:
+            ids += [sep_id] + list(next(flat))
+        out.append(ids)
+    return out
+
+
 class SentencePieceIds:
     """sentencepiece ids; ``piece(i)`` names them as fairseq-preprocess would have seen them."""
 
@@ -145,14 +166,18 @@ class SentencePieceIds:
         import sentencepiece as spm
 
         self.sp = spm.SentencePieceProcessor(model_file=model)
-        self.size = self.sp.get_piece_size()
+        self.sep_id = self.sp.get_piece_size()
+        self.size = self.sep_id + 1
 
     def encode(self, lines):
+        return encode_sentences(self._encode, lines, self.sep_id)
+
+    def _encode(self, lines):
         stripped = [line.strip() for line in lines]
         return self.sp.encode(stripped, out_type=int, num_threads=1)
 
     def pieces(self):
-        return [self.sp.id_to_piece(i) for i in range(self.size)]
+        return [self.sp.id_to_piece(i) for i in range(self.sep_id)] + [SENTENCE_SEP]
 
 
 class WordPieceIds:
@@ -168,9 +193,13 @@ class WordPieceIds:
         self.backend.no_truncation()
         self.backend.no_padding()
         self.symbols = enc.symbol_of
-        self.size = len(self.symbols)
+        self.sep_id = len(self.symbols)
+        self.size = self.sep_id + 1
 
     def encode(self, lines):
+        return encode_sentences(self._encode, lines, self.sep_id)
+
+    def _encode(self, lines):
         ids = [[] for _ in lines]
         todo = [i for i, line in enumerate(lines) if line.strip()]
         # encode_batch_fast skips the character offsets we do not use (30 % faster)
@@ -180,7 +209,7 @@ class WordPieceIds:
         return ids
 
     def pieces(self):
-        return list(self.symbols)
+        return list(self.symbols) + [SENTENCE_SEP]
 
 
 def make_tokenizer(spec):
@@ -202,8 +231,89 @@ def _default_signals():
 
 def _init_worker(spec):
     global _TOKENIZER
-    _default_signals()
     _TOKENIZER = make_tokenizer(spec)
+
+
+def _serve(conn, init, init_args):
+    """A worker: ``(fn, args)`` in, ``(True, fn(*args))`` or ``(False, exception)`` out, until EOF."""
+    _default_signals()
+    if init is not None:
+        init(*init_args)
+    while True:
+        try:
+            fn, args = conn.recv()
+        except EOFError:
+            return
+        try:
+            conn.send((True, fn(*args)))
+        except Exception as e:  # noqa: BLE001  (raised again in the parent)
+            try:
+                conn.send((False, e))
+            except Exception:  # noqa: BLE001  (an exception that does not pickle)
+                conn.send((False, PrepareError(f"{type(e).__name__}: {e}")))
+
+
+class Workers:
+    """Processes that each get their jobs over a pipe of their own. multiprocessing.Pool's workers
+    share queues guarded by locks: a worker killed while holding one (a scheduler's SIGTERM goes
+    to the whole process group, and an idle worker waits for work holding the queue's lock) left
+    ``terminate()`` waiting for it forever. Here nothing is shared, so stopping never waits."""
+
+    def __init__(self, n, init=None, init_args=()):
+        ctx = get_context("fork")
+        self.procs, self.conns = [], []
+        for _ in range(n):
+            mine, theirs = ctx.Pipe()
+            proc = ctx.Process(target=_serve, args=(theirs, init, init_args), daemon=True)
+            self.procs.append(proc)
+            self.conns.append(mine)
+            proc.start()
+            theirs.close()
+
+    @staticmethod
+    def _result(conn):
+        try:
+            ok, value = conn.recv()
+        except EOFError:
+            raise PrepareError("a worker process died (killed, or out of memory?)") from None
+        if not ok:
+            raise value
+        return value
+
+    def call(self, fn, *args):
+        """fn(*args) in the first worker."""
+        self.conns[0].send((fn, args))
+        return self._result(self.conns[0])
+
+    def imap(self, fn, jobs):
+        """fn(job) for each of ``jobs``, spread over the workers, yielded in the order of ``jobs``."""
+        todo, busy, done, n = iter(enumerate(jobs)), {}, {}, len(jobs)
+
+        def feed(conn):
+            i, job = next(todo, (None, None))
+            if i is not None:
+                conn.send((fn, (job,)))
+                busy[conn] = i
+
+        for conn in self.conns:
+            feed(conn)
+        for i in range(n):
+            while i not in done:
+                for conn in wait(list(busy)):
+                    done[busy.pop(conn)] = self._result(conn)
+                    feed(conn)
+            yield done.pop(i)
+
+    def close(self):
+        """Stop the workers at once (they may be deep in a tokeniser call) and reap them."""
+        for proc in self.procs:
+            if proc.exitcode is None:
+                proc.kill()
+        for proc in self.procs:
+            proc.join()
+        for conn in self.conns:
+            conn.close()
+        self.procs, self.conns = [], []
 
 
 def part_dtype(eos_code):
@@ -244,14 +354,20 @@ def dictionary_from_counts(pieces, counts, eos_code):
     d = Dictionary()
     for i in np.flatnonzero(counts[:eos_code]):
         d.add_symbol(pieces[i], int(counts[i]))
+    # a row for the sentence separator even where the text has none, so that a model pre-trained
+    # on it can be fine-tuned on multi-sentence targets (count 0: after every piece of the text)
+    d.add_symbol(SENTENCE_SEP, 0)
     d.add_symbol(d.eos_word, int(counts[eos_code]))
     d.finalize(threshold=0, nwords=-1, padding_factor=8)
     return d
 
 
 def lookup_table(pieces, dictionary):
-    """tokeniser id -> dictionary row (pieces the dictionary lacks -> <unk>); EOS last."""
-    table = np.array([dictionary.index(p) for p in pieces] + [dictionary.eos()], dtype=np.int64)
+    """tokeniser id -> dictionary row (pieces the dictionary lacks -> <unk>, the sentence separator
+    -> the dictionary's separator row); EOS last."""
+    sep = separator_symbol(dictionary.symbols) or SENTENCE_SEP
+    table = np.array([dictionary.index(sep if p == SENTENCE_SEP else p) for p in pieces] + [dictionary.eos()],
+                     dtype=np.int64)
     return table
 
 
@@ -331,7 +447,7 @@ class Preparer:
         self.text_bytes += total
         if self.workers > 1 and len(jobs) > 1:
             if self.pool is None:
-                self.pool = get_context("fork").Pool(self.workers, _init_worker, (self.spec,))
+                self.pool = Workers(self.workers, _init_worker, (self.spec,))
             results = self.pool.imap(encode_part, jobs)
         else:
             global _TOKENIZER
@@ -381,8 +497,7 @@ class Preparer:
     def close(self):
         """Stop the workers (waiting for them, so their peak RSS is counted) and remove the temp dir."""
         if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
+            self.pool.close()
             self.pool = None
         shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -450,18 +565,19 @@ def prepare_corpus(a):
                 spec = ("spm", os.path.abspath(a.spm_model), None)
             else:
                 check_output(os.path.abspath(a.out), a.force, inputs)
-                tmp_spm = tempfile.mkdtemp(prefix=".spm.", dir=os.path.dirname(os.path.abspath(a.out)) or ".")
+                parent = os.path.dirname(os.path.abspath(a.out))
+                os.makedirs(parent, exist_ok=True)  # the trainer's temp dir goes there, before Preparer makes it
+                tmp_spm = tempfile.mkdtemp(prefix=".spm.", dir=parent)
                 model = os.path.join(tmp_spm, "spm.model")
                 print(f"prepare_data: training sentencepiece (bpe, vocab {a.vocab_size}) on {', '.join(train_files)}",
                       flush=True)
                 # in a child process: the trainer's sample (up to 2M sentences, ~1 GB) is freed
                 # before the workers fork, instead of staying in every process
-                trainer = get_context("fork").Pool(1, _default_signals)
+                trainer = Workers(1)
                 try:
-                    trainer.apply(train_sentencepiece, (train_files, model, a.vocab_size, a.prog))
+                    trainer.call(train_sentencepiece, train_files, model, a.vocab_size, a.prog)
                 finally:  # on Ctrl-C or SIGTERM too: the trainer stops at once
-                    trainer.terminate()
-                    trainer.join()
+                    trainer.close()
                 spec = ("spm", model, None)
         prep = Preparer(a.prog, a.out, spec, a.workers, a.force, inputs)
         tok = prep.tokenizer
@@ -627,12 +743,29 @@ def prepare_pairs(a):
     try:
         tok = prep.tokenizer
         prep.say(f"{tok_files.kind} of {tok_files.path}, {a.workers} worker(s)")
-        encoded = {(split, side): prep.encode(f"{split}.{side}", path, [(0, os.path.getsize(path))])[0]
-                   for split, pair in splits.items() for side, path in zip(("source", "target"), pair)}
+        encoded, separators = {}, {}
+        for split, pair in splits.items():
+            for side, path in zip(("source", "target"), pair):
+                parts, _, counts = prep.encode(f"{split}.{side}", path, [(0, os.path.getsize(path))])
+                encoded[split, side] = parts
+                separators[path] = int(counts[tok.sep_id])
         # fairseq (and torch) are imported only now, after the workers were forked: they stay small
         dictionary = load_dictionary(os.path.join(pre, "dict.txt"))
         if spec[0] == "wp":
             check_dict_is_vocab_cut(dictionary, tok, os.path.join(pre, "dict.txt"), tok_files.path)
+        if any(separators.values()):
+            sep = separator_symbol(dictionary.symbols)
+            path = next(p for p, n in separators.items() if n)
+            if sep is None:
+                # a literal "[X_SEP]" in ordinary text (a docstring that names it) is no reason to stop; in
+                # summaries it would be, so say it where the user sees it
+                prep.say(f"note: {path} holds {SENTENCE_SEP} ({sum(separators.values()):,} in the text) but "
+                         f"{os.path.join(pre, 'dict.txt')} has no row for it (neither {SENTENCE_SEP} nor a "
+                         f"WordPiece [unusedN] row): it becomes <unk>; for sentence-separated summaries use a "
+                         f"dictionary that has one")
+            else:
+                prep.say(f"sentence separator {SENTENCE_SEP}: {sum(separators.values()):,} in the text, one token "
+                         f"each ({sep if sep != SENTENCE_SEP else 'its own row'})")
         table = lookup_table(tok.pieces(), dictionary)
         built = os.path.join(prep.tmp, "out")
         os.makedirs(built)

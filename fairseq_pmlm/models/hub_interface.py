@@ -18,6 +18,10 @@ What ``from_pretrained`` finds by itself (every guess can be overridden by an ar
   was trained on;
 - the tokenizer: the one recorded in the checkpoint (``--bpe``) if its file still exists, else
   the one beside the dictionary (``spm.model`` or ``vocab.txt``, weights/tokenizer_files.py).
+
+Precision: fp32, also for a checkpoint trained with ``--bf16-autocast``, unless asked for
+(``from_pretrained(..., bf16_autocast=True)``, or ``.half()``), as fairseq-generate and
+``s2s/generate.sh`` decode.
 """
 import logging
 import numbers
@@ -78,24 +82,26 @@ def find_data_dir(checkpoint, saved_cfg, data_name_or_path=None):
 def tokenizer_cfg(saved_bpe, data_dir):
     """The recorded ``--bpe`` group when its file is still there, else the tokenizer found
     beside the dictionary (a checkpoint moved to another machine keeps working)."""
-    if saved_bpe is not None and saved_bpe.get("_name"):
-        path = saved_bpe.get("sentencepiece_model") or saved_bpe.get("bpe_vocab_file")
-        if path is None or os.path.isfile(path):
-            return saved_bpe
-    try:
-        return OmegaConf.create(tokenizer_files.find(data_dir).fairseq_cfg())
-    except ValueError:
-        if saved_bpe is not None and saved_bpe.get("_name"):
-            raise FileNotFoundError(f"from_pretrained: the checkpoint's tokenizer file {path} is gone and "
-                                    f"{data_dir} has none") from None
+    saved = tokenizer_files.recorded(saved_bpe)
+    if saved_bpe is not None and saved_bpe.get("_name") and saved is None:
+        return saved_bpe  # a tokenizer of another kind: as recorded
+    try:  # the rule convert_checkpoint.py export follows too
+        tok = tokenizer_files.of_checkpoint(saved_bpe, data_dir)
+    except ValueError as e:
+        raise FileNotFoundError(f"from_pretrained: {e}") from None
+    if tok is None:
         logger.warning(f"{data_dir} has no tokenizer: encode() will split on spaces")
         return None
+    return saved_bpe if tok == saved else OmegaConf.create(tok.fairseq_cfg())
 
 
 def from_pretrained(model_name_or_path, checkpoint_file=None, data_name_or_path=None, **overrides):
     checkpoint = find_checkpoint(model_name_or_path, checkpoint_file)
     saved = OmegaConf.create(read_checkpoint(checkpoint)["cfg"])  # an unreadable file: one line naming it
     data = find_data_dir(checkpoint, saved, data_name_or_path)
+    # fp32 unless asked (bf16_autocast=True), whatever precision it was trained in: the rule of
+    # fairseq-generate and s2s/generate.sh, so the hub and the recipes decode alike
+    overrides.setdefault("bf16_autocast", False)
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
         [checkpoint], arg_overrides={"data": os.path.abspath(data), **overrides})
     with open_dict(cfg):

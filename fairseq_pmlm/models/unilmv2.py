@@ -17,6 +17,7 @@ from fairseq.utils import safe_getattr
 
 from .. import checkpoint_files
 from ..arch import ARCH_SIZES, DEFAULTS, SIZE_FIELDS
+from ..errors import BadInput
 from ..modules.attention_rule import CONTEXT
 from ..modules.transformer import TransformerShape, UniLMv2Transformer
 from ..process_group_guard import require_process_group
@@ -25,6 +26,7 @@ from .heads import SentenceClassificationHead, SpanPredictionHead
 from .seq2seq_views import UniLMv2Decoder, UniLMv2Encoder
 
 HEAD_KINDS = ("classification_heads", "span_heads")
+PSEUDO_TOKENS = {"p": PSEUDO_SYMBOL, "mask": MASK_SYMBOL}  # --pseudo-token -> the symbol fed
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,14 @@ class UniLMv2Config(FairseqDataclass):
     attention_impl: ChoiceEnum(["sdpa", "reference"]) = field(
         default="sdpa",
         metadata={"help": "sdpa: PyTorch fused attention; reference: explicit softmax (for checks)"},
+    )
+    # a model option, not a task one: the cfg.model a checkpoint records is what fairseq-generate,
+    # the hub and the exporter rebuild the decoder from (the task's cfg comes from the command line)
+    pseudo_token: ChoiceEnum(list(PSEUDO_TOKENS)) = field(
+        default="p",
+        metadata={"help": "sequence-to-sequence fine-tuning and decoding: the token fed as the pseudo token that "
+                          "predicts each target token: p ([P], a row of its own) or mask ([MASK], as Microsoft's "
+                          "s2s-ft does; its s2s-ft export then decodes there exactly as here)"},
     )
 
 
@@ -134,7 +144,7 @@ class UniLMv2Model(BaseFairseqModel):
         )
         # a checkpoint remembers its dictionary, so loading it with another one fails loudly
         self.register_buffer("dictionary_digest", dictionary_digest(dictionary))
-        pseudo_idx = dictionary.index(PSEUDO_SYMBOL)
+        pseudo_idx = dictionary.index(PSEUDO_TOKENS[str(safe_getattr(cfg, "pseudo_token", "p"))])
         # task heads, registered by the fine-tuning tasks (fairseq's sentence_prediction, pmlm_squad)
         self.classification_heads = nn.ModuleDict()
         self.span_heads = nn.ModuleDict()
@@ -147,11 +157,13 @@ class UniLMv2Model(BaseFairseqModel):
         # every training entry point (fairseq's and ours) builds the model after the process
         # group would have been formed: the one place to refuse a torchrun rank that trains alone
         require_process_group()
+        pseudo = str(safe_getattr(cfg, "pseudo_token", "p"))
+        if pseudo != "p" and safe_getattr(task.cfg, "_name", None) == "pseudo_masked_lm":
+            raise BadInput(f"--pseudo-token {pseudo} is for sequence-to-sequence fine-tuning (--task "
+                           "pmlm_seq2seq): pre-training appends [P] tokens")
         need = safe_getattr(task.cfg, "tokens_per_sample", None)
         if need is not None and need > cfg.max_positions:
-            raise ValueError(
-                f"--tokens-per-sample {need} exceeds the model's --max-positions {cfg.max_positions}"
-            )
+            raise BadInput(f"--tokens-per-sample {need} exceeds the model's --max-positions {cfg.max_positions}")
         model = cls(cfg, task.source_dictionary)
         model.dictionary_file = dictionary_file(task)  # named when a checkpoint of another dictionary is loaded
         return model
@@ -257,8 +269,8 @@ class UniLMv2Model(BaseFairseqModel):
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         mismatch = self.dictionary_mismatch(state_dict, checkpoint_files.LOADING["path"])
-        if mismatch:
-            raise ValueError(mismatch)
+        if mismatch:  # one line (errors.py): fairseq-generate and the hub load through here
+            raise BadInput(mismatch)
         key = "transformer.embed_positions.weight"
         old, new_rows = state_dict.get(key), self.transformer.embed_positions.weight.size(0)
         if old is not None and old.size(0) < new_rows:

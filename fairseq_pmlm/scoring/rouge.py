@@ -1,35 +1,28 @@
-"""fairseq scorer ``rouge`` (``fairseq-generate --scoring rouge``): ROUGE-1/2/L/Lsum F1 from
-the ``rouge-score`` package, averaged over sentences, in percent (as papers report it)."""
+"""fairseq scorer ``rouge`` (``fairseq-generate --scoring rouge``): ROUGE-1/2/L/Lsum F1 in
+percent, averaged over sentences, as papers report it. Summaries are split into sentences at
+``[X_SEP]`` (the separator CNN/DailyMail targets carry): ROUGE-Lsum is the summary-level LCS over
+them, ROUGE-1/2/L see the summary without the separator (``summaries.py`` has the rules).
+``--rouge-tokenizer rouge155`` counts tokens as ROUGE-1.5.5 does (what ``s2s/generate.sh``'s
+``cnndm`` and ``xsum`` presets use); the default is ``rouge-score``'s."""
 from dataclasses import dataclass, field
 
-from fairseq.dataclass import FairseqDataclass
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.scoring import BaseScorer, register_scorer
 
-ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+from ..symbols import SENTENCE_SEP
+from .summaries import ROUGE_TYPES, TOKENIZERS, rouge_per_example, rouge_scores  # noqa: F401  (the API)
 
 
 @dataclass
 class RougeScorerConfig(FairseqDataclass):
     rouge_stemmer: bool = field(default=True, metadata={"help": "Porter stemming, as the original ROUGE-1.5.5 -m"})
-
-
-def rouge_per_example(references, hypotheses, use_stemmer=True):
-    """F1 (%) of each (reference, hypothesis) pair: {ROUGE type: [score per example]}.
-    Lsum splits summaries into sentences at newlines."""
-    from rouge_score import rouge_scorer
-
-    scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=use_stemmer)
-    out = {name: [] for name in ROUGE_TYPES}
-    for ref, hyp in zip(references, hypotheses):
-        for name, score in scorer.score(ref, hyp).items():
-            out[name].append(100 * score.fmeasure)
-    return out
-
-
-def rouge_scores(references, hypotheses, use_stemmer=True):
-    """Mean F1 (%) per ROUGE type, over the examples."""
-    per = rouge_per_example(references, hypotheses, use_stemmer)
-    return {name: sum(v) / max(len(v), 1) for name, v in per.items()}
+    rouge_tokenizer: ChoiceEnum(TOKENIZERS) = field(
+        default="rouge-score", metadata={"help": "rouge155: ROUGE-1.5.5's own tokens and stemmer (its exception "
+                                                  "lists); rouge-score: the rouge-score package's"})
+    rouge_separator: str = field(
+        default=SENTENCE_SEP, metadata={"help": "the symbol between sentences in the detokenised text: [X_SEP], or "
+                                                "the [unusedN] row a WordPiece vocabulary carries it in "
+                                                "(scripts/recipe_info.py separator DATA)"})
 
 
 @register_scorer("rouge", dataclass=RougeScorerConfig)
@@ -37,9 +30,14 @@ class RougeScorer(BaseScorer):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.use_stemmer = cfg.rouge_stemmer
+        self.tokenizer = str(cfg.rouge_tokenizer)
+        self.separator = cfg.rouge_separator
 
     def scores(self):
-        return rouge_scores(self.ref, self.pred, self.use_stemmer)
+        ref, pred = self.ref, self.pred
+        if self.separator and self.separator != SENTENCE_SEP:
+            ref, pred = ([s.replace(self.separator, SENTENCE_SEP) for s in x] for x in (ref, pred))
+        return rouge_scores(ref, pred, self.use_stemmer, self.tokenizer)
 
     def score(self):
         return self.scores()["rougeL"]

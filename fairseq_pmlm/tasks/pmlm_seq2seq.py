@@ -32,6 +32,7 @@ from ..data.blockwise_masking import MaskingConfig, corrupt
 from ..data.complete_batches import CompleteBatchesMixin
 from ..data.databin_checks import check_complete
 from ..data.input_text import ValidUnicodeBPE, tolerant_stdin
+from ..errors import BadInput, InputNotFound
 from ..sequence_generator import LENPEN_FORMULAS, PMLMSequenceGenerator
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL, random_token_candidates
 from .autocast import AutocastConfig, BF16AutocastMixin
@@ -84,6 +85,22 @@ class WordDropPairDataset(CompleteBatchesMixin, LanguagePairDataset):
         super().set_epoch(epoch)
         self.epoch = epoch
 
+    @property
+    def can_reuse_epoch_itr_across_epochs(self):
+        # the word drop draws from the epoch: a reused iterator keeps its loader workers, whose copy
+        # of the dataset stays at the epoch they started in (the resumed one, for a rerun)
+        return not self.drop_prob
+
+    def ordered_indices(self):
+        # fairseq makes the batches once, when a run builds its iterator, with numpy seeded by
+        # --seed + that epoch: 1 for a run from the start, the epoch it resumed in for a rerun, whose
+        # batches then differed. The permutation a run from the start gets, whatever the epoch:
+        # a resumed run trains on the same batches (pre-training's dataset seeds its own, too).
+        if not self.shuffle:
+            return super().ordered_indices()
+        with data_utils.numpy_seed(self.seed + 1):
+            return super().ordered_indices()
+
     def collater(self, samples, pad_to_length=None):
         batch = super().collater(samples, pad_to_length)
         if self.drop_prob > 0 and batch and "prev_output_tokens" in batch["net_input"]:
@@ -123,17 +140,17 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
     @classmethod
     def setup_task(cls, cfg, **kwargs):
         if not 0 <= cfg.target_mask_prob < 1:
-            raise ValueError("--target-mask-prob must be in [0, 1)")
+            raise BadInput("--target-mask-prob must be in [0, 1)")
         return cls(cfg, load_pmlm_dictionary(cfg.data, ("dict.txt", f"dict.{cfg.source_lang}.txt")))
 
     def _side(self, split, lang):
         paths = utils.split_paths(self.cfg.data)
         prefix = os.path.join(paths[0], f"{split}.{self.cfg.source_lang}-{self.cfg.target_lang}.{lang}")
         if os.path.isfile(prefix + ".bin") and os.path.getsize(prefix + ".bin") == 0:
-            raise ValueError(f"dataset is empty: {prefix}.bin (no lines in that split)")  # numpy: "cannot mmap"
+            raise BadInput(f"dataset is empty: {prefix}.bin (no lines in that split)")  # numpy: "cannot mmap"
         ds = data_utils.load_indexed_dataset(prefix, self.dictionary)
         if ds is None:
-            raise FileNotFoundError(f"dataset not found: {prefix}.{{bin,idx}}")
+            raise InputNotFound(f"dataset not found: {prefix}.{{bin,idx}}")
         check_complete(prefix, ds)
         return ds
 
@@ -148,7 +165,7 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         src, tgt = self._side(split, self.cfg.source_lang), self._side(split, self.cfg.target_lang)
         if len(src) != len(tgt):
-            raise ValueError(f"{split}: {len(src)} source lines but {len(tgt)} target lines")
+            raise BadInput(f"{split}: {len(src)} source lines but {len(tgt)} target lines")
         empty = (src.sizes <= 1) | (tgt.sizes <= 1)  # an empty line is binarized as its EOS alone
         eos = self.dictionary.eos()
         if not split.startswith("test"):
@@ -182,7 +199,7 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         model = super().build_model(cfg, from_checkpoint)
         need = self.cfg.max_source_positions + self.cfg.max_target_positions
         if need > model.max_positions():
-            raise ValueError(
+            raise BadInput(
                 f"--max-source-positions {self.cfg.max_source_positions} + --max-target-positions "
                 f"{self.cfg.max_target_positions} exceed the model's --max-positions {model.max_positions()}"
             )
@@ -198,7 +215,7 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         longest = int(args.max_len_a * src + args.max_len_b)
         # the [P] of the last step (forced EOS) sits at position src + longest
         if src + longest >= limit:
-            raise ValueError(
+            raise BadInput(
                 f"--max-len-b {args.max_len_b} (with --max-len-a {args.max_len_a}) "
                 f"allows {longest} target tokens, but after a source of up to {src} positions "
                 f"(--max-source-positions) the model's {limit} positions leave {limit - src - 1}"

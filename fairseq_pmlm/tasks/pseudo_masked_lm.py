@@ -12,6 +12,7 @@ from omegaconf import II, MISSING
 from ..data.blockwise_masking import MaskingConfig
 from ..data.databin_checks import check_complete, check_shards
 from ..data.pmlm_dataset import PseudoMaskedLMDataset
+from ..errors import BadInput, InputNotFound
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 from .autocast import AutocastConfig, BF16AutocastMixin
 
@@ -24,10 +25,10 @@ def load_pmlm_dictionary(data, names=("dict.txt",)):
     """The first data directory's dictionary (first of ``names`` found), plus [MASK] and [P]."""
     paths = utils.split_paths(data)
     if not paths or not os.path.isdir(paths[0]):
-        raise FileNotFoundError(f"data directory not found: {data!r} (run scripts/prepare_data.sh)")
+        raise InputNotFound(f"data directory not found: {data!r} (run scripts/prepare_data.sh)")
     found = [os.path.join(paths[0], n) for n in names if os.path.isfile(os.path.join(paths[0], n))]
     if not found:
-        raise FileNotFoundError(f"dictionary not found: {os.path.join(paths[0], names[0])}")
+        raise InputNotFound(f"dictionary not found: {os.path.join(paths[0], names[0])}")
     dictionary = Dictionary.load(found[0])
     dictionary.add_symbol(MASK_SYMBOL)
     dictionary.add_symbol(PSEUDO_SYMBOL)
@@ -99,13 +100,13 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         self.mask_idx = dictionary.index(MASK_SYMBOL)
         self.pseudo_idx = dictionary.index(PSEUDO_SYMBOL)
         if not 0 <= cfg.mask_prob < 1 or not 0 <= cfg.block_mask_prob <= 1:
-            raise ValueError("--mask-prob must be in [0, 1) and --block-mask-prob in [0, 1]")
+            raise BadInput("--mask-prob must be in [0, 1) and --block-mask-prob in [0, 1]")
         if not 1 <= cfg.min_block_len <= cfg.max_block_len:
-            raise ValueError("need 1 <= --min-block-len <= --max-block-len")
+            raise BadInput("need 1 <= --min-block-len <= --max-block-len")
         if cfg.leave_unmasked_prob + cfg.random_token_prob > 1:
-            raise ValueError("--leave-unmasked-prob + --random-token-prob must be <= 1")
+            raise BadInput("--leave-unmasked-prob + --random-token-prob must be <= 1")
         if cfg.tokens_per_sample < 5:
-            raise ValueError("--tokens-per-sample must be at least 5")
+            raise BadInput("--tokens-per-sample must be at least 5")
 
     @classmethod
     def setup_task(cls, cfg: PseudoMaskedLMConfig, **kwargs):
@@ -138,12 +139,12 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         split_path = os.path.join(paths[(epoch - 1) % len(paths)], split)
         # fairseq's mmap reader fails on a 0-byte .bin with "cannot mmap an empty file"
         if os.path.isfile(split_path + ".bin") and os.path.getsize(split_path + ".bin") == 0:
-            raise ValueError(f"dataset is empty: {split_path}.bin (the text had no tokens)")
+            raise BadInput(f"dataset is empty: {split_path}.bin (the text had no tokens)")
         lines = data_utils.load_indexed_dataset(split_path, self.dictionary, combine=combine)
         if lines is None:
-            raise FileNotFoundError(f"dataset not found: {split_path}.{{bin,idx}}")
+            raise InputNotFound(f"dataset not found: {split_path}.{{bin,idx}}")
         if len(lines) == 0:
-            raise ValueError(f"dataset is empty: {split_path}")
+            raise BadInput(f"dataset is empty: {split_path}")
         check_complete(split_path, lines)
         try:
             dataset = PseudoMaskedLMDataset(
@@ -151,7 +152,7 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
                 str(self.cfg.objective), self.mask_idx, self.pseudo_idx, self.cfg.seed, split=split,
             )
         except ValueError as e:  # name the file the user has to fix
-            raise ValueError(f"{split_path}: {e}") from None
+            raise BadInput(f"{split_path}: {e}") from None
         self.datasets[split] = dataset
 
     def max_positions(self):

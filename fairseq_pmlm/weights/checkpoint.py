@@ -74,8 +74,8 @@ def flags_of_checkpoint(path):
 
 def training_cfg(data_dir, shape, arch, bpe_vocab=None, cased=False, seq2seq=None):
     """The cfg ``fairseq-train DATA --task pseudo_masked_lm --arch ARCH ...`` would save; with
-    ``seq2seq`` = (source, target) positions, that of ``--task pmlm_seq2seq`` (a model already
-    fine-tuned for sequence-to-sequence: the hub's ``sample`` and fill-mask go by the task)."""
+    ``seq2seq`` = (source, target) positions, that of ``--task pmlm_seq2seq --pseudo-token mask`` (a
+    model s2s-ft fine-tuned: the hub's ``sample`` and fill-mask go by the task)."""
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from omegaconf import OmegaConf
@@ -83,9 +83,9 @@ def training_cfg(data_dir, shape, arch, bpe_vocab=None, cased=False, seq2seq=Non
     if seq2seq is None:
         task = ["--task", "pseudo_masked_lm", "--criterion", "pmlm", "--tokens-per-sample",
                 str(min(512, shape.max_positions))]
-    else:
+    else:  # s2s-ft fine-tuned it feeding [MASK] as the pseudo token: so does its decoder here
         task = ["--task", "pmlm_seq2seq", "--criterion", "pmlm_seq2seq", "--max-source-positions", str(seq2seq[0]),
-                "--max-target-positions", str(seq2seq[1])]
+                "--max-target-positions", str(seq2seq[1]), "--pseudo-token", "mask"]
     argv = [data_dir, "--user-dir", USER_DIR, *task, "--arch", arch, "--optimizer", "adam", *model_flags(shape, arch)]
     if bpe_vocab:
         argv += ["--bpe", "bert", "--bpe-vocab-file", bpe_vocab] + (["--bpe-cased"] if cased else [])

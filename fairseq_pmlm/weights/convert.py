@@ -3,7 +3,7 @@
     python scripts/convert_checkpoint.py import SRC OUTDIR [--arch A] [--cased|--uncased] [--zero-rel-pos B D]
                                                            [--layers 0,2,4]
     python scripts/convert_checkpoint.py export CHECKPOINT OUTDIR [--format hf|s2s-ft] [--dict dict.txt]
-                                                                  [--vocab vocab.txt]
+                                                                  [--vocab vocab.txt] [--pseudo-as-mask]
 
 import: SRC is a Hugging Face BERT directory (``model.safetensors`` or ``pytorch_model.bin``,
 ``config.json``, and ``vocab.txt`` or a WordPiece ``tokenizer.json``), a released UniLMv2 weights
@@ -313,7 +313,11 @@ def main(argv=None):
                           "s2s-ft fine-tunes with --model_type unilm")
     exp.add_argument("--dict", help="the checkpoint's dict.txt (default: beside it, else its task's data)")
     exp.add_argument("--vocab", help="the original vocab.txt of an imported model: restore its token ids")
-    exp.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    exp.add_argument("--pseudo-as-mask", action="store_true",
+                     help="s2s-ft export of a model fine-tuned with [P] as its pseudo token: [P] and [MASK] "
+                          "trade rows (s2s-ft feeds [MASK]), so it decodes there as here; without it such a "
+                          "model is refused (fine-tune with --pseudo-token mask for an exact export)")
+    exp.add_argument("--force", action="store_true", help="replace OUT if it exists (never an input's directory)")
     a = p.parse_args(argv)
     # its own lines are printed below; of the log only warnings (force: importing fairseq has
     # already configured the root logger, at DEBUG)
@@ -333,7 +337,7 @@ def main(argv=None):
                   f"{'initialised from [MASK]' if info['pseudo_from_mask'] else 'from its own row'})")
             print(f"convert_checkpoint: train with: --arch {info['arch']} {' '.join(info['flags'])}".rstrip())
         else:
-            info = export_checkpoint(a.checkpoint, a.out, a.dict, a.vocab, a.force, a.format)
+            info = export_checkpoint(a.checkpoint, a.out, a.dict, a.vocab, a.force, a.format, a.pseudo_as_mask)
             for note in info["notes"]:
                 print(f"convert_checkpoint: note: {note}")
             print(f"convert_checkpoint: wrote {a.out} ({a.format}; {info['vocab_size']} tokens, "

@@ -1,6 +1,7 @@
 """Export a plugin checkpoint for use outside the plugin, with its behaviour (docs/DESIGN.md §7).
 
-Two targets, both imported back by ``convert.import_checkpoint`` to the same checkpoint, bit for bit:
+Two targets, both imported back by ``convert.import_checkpoint`` to the same checkpoint, bit for bit
+(unless the s2s-ft export had to give a cut dictionary its whole vocab back, or --pseudo-as-mask):
 
 - ``hf``: a Hugging Face directory that ``AutoModel`` / ``AutoModelForMaskedLM.from_pretrained(DIR,
   trust_remote_code=True)`` read: ``model.safetensors`` (``BertForMaskedLM`` keys plus the relative
@@ -12,7 +13,13 @@ Two targets, both imported back by ``convert.import_checkpoint`` to the same che
 - ``s2s-ft``: what s2s-ft's ``--model_type unilm`` reads (the released UniLMv2 layout:
   ``pytorch_model.bin`` with fused ``qkv_linear``, ``q_bias``/``v_bias`` and
   ``bert.encoder.rel_pos_bias.weight``; ``config.json`` with ``rel_pos_bins``/``max_rel_pos``;
-  ``vocab.txt`` with ``[PAD]`` at id 0, which s2s-ft pads with and its loss ignores).
+  ``vocab.txt`` with ``[PAD]`` at id 0, which s2s-ft pads with and its loss ignores). s2s-ft feeds
+  [MASK]'s id as every pseudo token and has only WordPiece: a sequence-to-sequence model fine-tuned
+  with [P] (``--pseudo-token p``) or a sentencepiece model is refused, not exported to decode
+  otherwise there.
+
+The tokenizer, the dictionary and the data directory are found where the hub finds them; none of
+them, nor the checkpoint, is ever inside the output directory that --force replaces.
 """
 import json
 import os
@@ -22,7 +29,8 @@ from dataclasses import fields, replace
 import torch
 
 from ..arch import DEFAULTS
-from . import checkpoint, layouts, s2sft, tokenizer_files, vocab
+from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL
+from . import checkpoint, layouts, s2sft, tokenizer_files, vocab, wordpiece
 from .layouts import ConversionError
 
 FORMATS = ("hf", "s2s-ft")
@@ -34,17 +42,32 @@ AUTO_MAP = {"AutoConfig": "modeling_unilmv2.UniLMv2Config", "AutoModel": "modeli
 
 
 def _dictionary_path(ckpt_path, state, dict_path):
+    """--dict, else where the hub finds it: beside the checkpoint, else in the data directory its
+    training recorded."""
     if dict_path:
         return dict_path
-    beside = os.path.join(os.path.dirname(os.path.abspath(ckpt_path)), "dict.txt")
-    if os.path.isfile(beside):
-        return beside
-    data = (state["cfg"].get("task") or {}).get("data") or ""
-    for d in data.split(os.pathsep)[:1]:
-        for name in ("dict.txt", f"dict.{state['cfg']['task'].get('source_lang', 'source')}.txt"):
+    task = state["cfg"].get("task") or {}
+    names = ("dict.txt", f"dict.{task.get('source_lang') or 'source'}.txt")
+    for d in (os.path.dirname(os.path.abspath(ckpt_path)), *_data_dirs(state)[:1]):
+        for name in names:
             if os.path.isfile(os.path.join(d, name)):
                 return os.path.join(d, name)
     raise ConversionError(f"no dict.txt beside {ckpt_path} or in its task's data directory: pass --dict")
+
+
+def _data_dirs(state):
+    """The data directories the checkpoint's training read (--data DIR0:DIR1:...)."""
+    data = str((state["cfg"].get("task") or {}).get("data") or "")
+    return [d for d in data.split(os.pathsep) if d]
+
+
+def find_tokenizer(state, dict_path):
+    """The checkpoint's tokenizer (weights/tokenizer_files.py: its --bpe while that file exists, else
+    the one beside its dictionary), or None."""
+    try:
+        return tokenizer_files.of_checkpoint(state["cfg"].get("bpe"), os.path.dirname(os.path.abspath(dict_path)))
+    except ValueError as e:
+        raise ConversionError(str(e)) from None
 
 
 def read_checkpoint(ckpt_path):
@@ -93,50 +116,97 @@ def load_model(ckpt_path, state, dict_path, notes):
     return model, dictionary
 
 
-def tokenizer_files_for(state, tmp, fmt, notes):
-    """The export's tokenizer: WordPiece's casing (``AutoTokenizer`` then reads vocab.txt), or, for a
-    sentencepiece model, its spm.model beside a note saying how its ids are made."""
-    bpe = state["cfg"].get("bpe") or {}
-    if bpe.get("_name") == "bert":
-        tokenizer_files.write_casing(tmp, bpe.get("bpe_cased", False))
-    elif bpe.get("_name") == "sentencepiece":
-        spm = bpe.get("sentencepiece_model")
-        if spm and os.path.isfile(spm):
-            shutil.copy(spm, os.path.join(tmp, tokenizer_files.SENTENCEPIECE))
+def write_tokenizer(tok, tmp, fmt, names, notes):
+    """The export's tokenizer: WordPiece's casing, and for ``hf`` a tokenizer.json that gives the
+    plugin's ids (weights/wordpiece.py: a cut dictionary needs it); for a sentencepiece model
+    (``hf`` only) its spm.model beside a note saying how its ids are made."""
+    if tok is not None and tok.kind == "bert":
+        tokenizer_files.write_casing(tmp, tok.cased)
+        if fmt == "hf":
+            with open(os.path.join(tmp, "tokenizer.json"), "w", encoding="utf-8") as f:
+                f.write(wordpiece.tokenizer_json(tok.path, tok.cased, names))
+    elif tok is not None:
+        shutil.copy(tok.path, os.path.join(tmp, tokenizer_files.SENTENCEPIECE))
         notes.append("sentencepiece model: AutoTokenizer cannot be set up; encode with spm.model into pieces and "
-                     "look each up in vocab.txt (its line number is the id)"
-                     + ("" if spm and os.path.isfile(spm) else f" (spm.model not found at {spm}: bring it)"))
+                     "look each up in vocab.txt (its line number is the id)")
     else:
-        notes.append("the checkpoint records no tokenizer (--bpe): vocab.txt only")
-    if fmt == "s2s-ft" and bpe.get("_name") != "bert":
-        notes.append("s2s-ft tokenizes with WordPiece (vocab.txt): this model's pieces come from another tokenizer")
+        notes.append("no tokenizer found (no --bpe in the checkpoint, neither spm.model nor vocab.txt beside its "
+                     "dictionary): vocab.txt only")
 
 
-def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, force=False, fmt="hf"):
+def check_s2sft(ckpt_path, state, tok, pseudo_as_mask):
+    """What s2s-ft can decode as the plugin does, else a one-line refusal: WordPiece pieces (s2s-ft has
+    no other tokenizer), and a sequence-to-sequence model's pseudo token, which s2s-ft always feeds
+    as [MASK]'s id. True when [P] and [MASK] are to trade rows (--pseudo-as-mask)."""
+    if tok is None or tok.kind != "bert":
+        what = "no tokenizer was found for it" if tok is None else f"its pieces come from sentencepiece ({tok.path})"
+        raise ConversionError(f"--format s2s-ft: s2s-ft tokenizes with WordPiece only and {what}: export it with "
+                              "--format hf")
+    pseudo = str((state["cfg"].get("model") or {}).get("pseudo_token") or "p")
+    if pseudo_as_mask and pseudo != "p":
+        raise ConversionError(f"--pseudo-as-mask: {ckpt_path} feeds [MASK] as its pseudo token already")
+    if pseudo == "p" and state["cfg"]["task"].get("_name") == "pmlm_seq2seq" and not pseudo_as_mask:
+        raise ConversionError(f"{ckpt_path} was fine-tuned feeding [P] as its pseudo token but s2s-ft feeds [MASK]'s "
+                              "id, so the export would decode otherwise there: fine-tune with --pseudo-token mask "
+                              "for an exact export, or pass --pseudo-as-mask to let [P] and [MASK] trade rows")
+    return pseudo_as_mask
+
+
+def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, force=False, fmt="hf",
+                      pseudo_as_mask=False):
     """Write the ``fmt`` export of a checkpoint; returns a dict describing it (and notes)."""
     from safetensors.torch import save_file
 
     if fmt not in FORMATS:
         raise ConversionError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
+    if pseudo_as_mask and fmt != "s2s-ft":
+        raise ConversionError("--pseudo-as-mask is for --format s2s-ft (s2s-ft feeds [MASK] as the pseudo token)")
     checkpoint.refuse_replacing_inputs(out_dir, [p for p in (ckpt_path, dict_path, original_vocab) if p])
     notes = []
     state = read_checkpoint(ckpt_path)
+    dict_path = _dictionary_path(ckpt_path, state, dict_path)
+    tok = find_tokenizer(state, dict_path)
+    # what the checkpoint leads to is an input too: replacing it (--force) would delete a data-bin
+    checkpoint.refuse_replacing_inputs(out_dir, [dict_path, *_data_dirs(state), *(tok.files() if tok else [])])
+    swap_pseudo = fmt == "s2s-ft" and check_s2sft(ckpt_path, state, tok, pseudo_as_mask)
     model, dictionary = load_model(ckpt_path, state, dict_path, notes)
     model_cfg = model.cfg
     tensors = {k: v for k, v in model.transformer.state_dict().items() if k != "lm_head.weight"}
     shape = layouts.Shape(vocab_size=len(dictionary), **{f: getattr(model_cfg, f) for f in DEFAULTS})
     if model_cfg.no_rel_pos:
         shape = replace(shape, rel_pos_buckets=0)
+    if swap_pseudo:
+        mask, pseudo = dictionary.index(MASK_SYMBOL), dictionary.index(PSEUDO_SYMBOL)
+        for k in ("embed_tokens.weight", "lm_head.bias"):
+            # a swap, not a copy: the output layer keeps every logit, so probabilities stay the plugin's
+            tensors[k] = tensors[k].clone()
+            tensors[k][[mask, pseudo]] = tensors[k][[pseudo, mask]]
+        notes.append("[MASK] and [P] trade rows (--pseudo-as-mask): s2s-ft, feeding [MASK] as the pseudo token, "
+                     "decodes as the plugin; s2s-ft's word drop would feed [P]'s row too")
+    full = None
     try:
-        names, order = vocab.symbols_to_vocab(dictionary.symbols, vocab.read_vocab(original_vocab)
-                                              if original_vocab else None)
+        full = vocab.read_vocab(tok.path) if fmt == "s2s-ft" and not original_vocab else None
+        if full is not None and vocab.map_vocab(full).symbols != dictionary.symbols:
+            # a cut dictionary: s2s-ft tokenizes with vocab.txt alone, so it gets the whole vocab back
+            names, order = vocab.uncut_vocab(dictionary.symbols, full)
+            kept = sum(o >= 0 for o in order[:len(full)])
+            notes.append(f"the dictionary keeps {kept} of the {len(full)} rows of {tok.path}: vocab.txt "
+                         "is that whole vocab (s2s-ft's tokenizer then gives the plugin's pieces), a dropped row "
+                         "holds [UNK]'s embedding and an output bias of -10000 (never produced)")
+        else:
+            names, order = vocab.symbols_to_vocab(dictionary.symbols, vocab.read_vocab(original_vocab)
+                                                  if original_vocab else None)
     except (OSError, ValueError) as e:
-        raise ConversionError(f"--vocab {original_vocab}: {str(e).splitlines()[0]}") from None
+        where = f"--vocab {original_vocab}" if original_vocab else tok.path if full is not None else dict_path
+        raise ConversionError(f"{where}: {str(e).splitlines()[0]}") from None
     if fmt == "s2s-ft":
         names, order = s2sft.pad_first(names, order)
     order_t = torch.tensor(order)
+    dropped = order_t < 0
+    order_t[dropped] = dictionary.unk()  # the plugin reads a dropped piece as <unk>, and never writes it
     tensors["embed_tokens.weight"] = tensors["embed_tokens.weight"][order_t]
     tensors["lm_head.bias"] = tensors["lm_head.bias"][order_t]
+    tensors["lm_head.bias"][dropped] = -10000.0
     shape = replace(shape, vocab_size=len(names))
     sd = layouts.from_plugin(tensors, shape)
     config = layouts.hf_config(shape, names.index("[PAD]"))
@@ -150,13 +220,13 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
             shutil.copy(MODELING_SOURCE, os.path.join(tmp, MODELING_FILE))
             save_file(sd, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
         else:
-            sd, dropped = layouts.fuse_qkv(sd, shape.encoder_layers)
-            if dropped:
-                notes.append(f"layer(s) {', '.join(map(str, dropped))}: a non-zero key bias has no place in the "
+            sd, dropped_bias = layouts.fuse_qkv(sd, shape.encoder_layers)
+            if dropped_bias:
+                notes.append(f"layer(s) {', '.join(map(str, dropped_bias))}: a non-zero key bias has no place in the "
                              "UniLMv2 layout and is left out (the softmax cancels it: outputs agree up to rounding)")
             torch.save(sd, os.path.join(tmp, "pytorch_model.bin"))
         with open(os.path.join(tmp, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
         vocab.write_vocab(os.path.join(tmp, "vocab.txt"), names)
-        tokenizer_files_for(state, tmp, fmt, notes)
+        write_tokenizer(tok, tmp, fmt, names, notes)
     return {"vocab_size": len(names), "rel_pos_buckets": shape.rel_pos_buckets, "format": fmt, "notes": notes}

@@ -78,6 +78,34 @@ def find(directory):
                      f"{WORDPIECE} (scripts/convert_checkpoint.py import)")
 
 
+def recorded(bpe):
+    """The TokenizerFiles a checkpoint's ``cfg.bpe`` group names (``--bpe sentencepiece`` or
+    ``--bpe bert`` with its file), else None (no --bpe, or a tokenizer of another kind)."""
+    bpe = bpe or {}
+    if bpe.get("_name") == "sentencepiece" and bpe.get("sentencepiece_model"):
+        return TokenizerFiles("sentencepiece", bpe.get("sentencepiece_model"))
+    if bpe.get("_name") == "bert" and bpe.get("bpe_vocab_file"):
+        return TokenizerFiles("bert", bpe.get("bpe_vocab_file"), bool(bpe.get("bpe_cased")))
+    return None
+
+
+def of_checkpoint(bpe, directory):
+    """The tokenizer of a checkpoint whose dictionary is in ``directory``, found as the hub finds it:
+    the one its ``--bpe`` group records while that file exists, else the one beside the dictionary
+    (a checkpoint moved to another machine, or pre-trained by plain fairseq-train without --bpe);
+    None when neither names one. ValueError when the recorded file is gone and ``directory`` has none."""
+    saved = recorded(bpe)
+    if saved is not None and os.path.isfile(saved.path):
+        return saved
+    try:
+        return find(directory)
+    except ValueError:
+        if saved is not None:
+            raise ValueError(f"the checkpoint's tokenizer file {saved.path} is gone and {directory} has none") \
+                from None
+        return None
+
+
 class _WordPieceSymbols:
     """``encode(text, out_type=str)`` like sentencepiece's, giving the dictionary symbols of the
     WordPiece pieces (weights/wordpiece.py), so code written for one tokenizer takes both."""

@@ -161,6 +161,24 @@ def symbols_to_vocab(symbols, original=None):
     return names, order
 
 
+def uncut_vocab(symbols, original):
+    """Export of a dictionary that keeps only some rows of the vocab.txt ``original`` it was made
+    from (an import with --keep-pieces-of), in ``original``'s order, so that a tokenizer reading the
+    export's vocab.txt splits words as the plugin's does (which tokenises with the whole vocab and
+    maps a dropped piece to <unk>): (names, order), ``order[i]`` the fairseq row of ``names[i]``,
+    -1 for a row the cut dropped. ``[P]`` is appended when ``original`` has no row for it."""
+    mapping = map_vocab(original)
+    index = {s: i for i, s in enumerate(symbols)}
+    if len(index) != len(symbols) or [s for s in mapping.symbols if s in index] != list(symbols):
+        raise ValueError("the tokenizer's vocab.txt is not the one this model's dictionary was made from")
+    names = list(original)
+    order = [index.get(s, -1) for s in mapping.row_symbols()]
+    if mapping.pseudo_from_mask:
+        names.append(PSEUDO_SYMBOL)
+        order.append(index[PSEUDO_SYMBOL])
+    return names, order
+
+
 def write_vocab(path, tokens):
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(t + "\n" for t in tokens))

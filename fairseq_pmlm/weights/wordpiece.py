@@ -6,6 +6,8 @@ Pieces are written as the converted dictionary's symbols (``[CLS]`` -> ``<s>``, 
 ``<unk>``, ...), not as BERT spells them, so ``fairseq-preprocess --srcdict dict.txt`` gives
 every piece the row the converted model has for it: ids equal the tokenizer's, permuted.
 """
+import json
+
 from . import vocab as vocab_mod
 
 
@@ -33,3 +35,30 @@ class WordPieceEncoder:
             for i, row_ids in zip(chunk, ids):
                 out[i] = " ".join(self.symbol_of[r] for r in row_ids)
         return out
+
+
+def tokenizer_json(vocab_path, cased, names):
+    """A Hugging Face ``tokenizer.json`` (text) that gives, on any text, the ids the plugin gives a
+    model whose export lists its rows as ``names`` (its vocab.txt: line = id): WordPiece with the
+    whole vocab ``vocab_path``, each piece then looked up among ``names``, a piece the model has no
+    row for -> [UNK]. A vocab.txt of ``names`` alone cannot say that: for a dictionary cut to the
+    pieces a corpus uses (import --keep-pieces-of), a tokenizer reading it splits a word whose
+    piece was dropped into pieces that remain ("nearby" -> "near ##by" where the plugin has [UNK]).
+    Several pieces then share [UNK]'s id, which tokenizers reads from a tokenizer.json (its
+    specials, added tokens, decode by their own names)."""
+    tokens = vocab_mod.read_vocab(vocab_path)
+    spec = json.loads(bert_tokenizer(vocab_path, cased).backend_tokenizer.to_str())
+    index = {n: i for i, n in enumerate(names)}
+    unk = index["[UNK]"]
+    ids = {}
+    for token, symbol in zip(tokens, vocab_mod.map_vocab(tokens).row_symbols()):
+        name = vocab_mod.FAIRSEQ_TO_BERT.get(symbol, symbol)
+        ids.setdefault(token, index.get(name, index.get(token, unk)))
+    for name, i in index.items():  # rows without a piece of their own ([P]): decodable by name
+        ids.setdefault(name, i)
+    spec["model"]["vocab"] = ids
+    for added in spec.get("added_tokens") or []:
+        added["id"] = index[added["content"]]
+    for special in ((spec.get("post_processor") or {}).get("special_tokens") or {}).values():
+        special["ids"] = [index[t] for t in special["tokens"]]
+    return json.dumps(spec, ensure_ascii=False, indent=1)

@@ -47,7 +47,7 @@ echo "finetune_glue: $TASK, $N examples, $UPDATES updates (warmup $WARMUP_UPDATE
 # [SOS] A [EOS] (B [EOS]): --init-token 0 prepends <s>; no --separator-token, input0 already
 # ends in </s>; the model reads the segment ids off the first </s>
 forward_signals
-run_step fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" "${FROM[@]}" \
+run_step_logged "$SAVE/train.log" fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" "${FROM[@]}" \
   --task sentence_prediction --criterion sentence_prediction "${MODEL[@]}" \
   --num-classes "$NCLS" --init-token 0 --max-positions 512 --shorten-method truncate \
   "${REPORT[@]}" --best-checkpoint-metric "$METRIC" --maximize-best-checkpoint-metric \
@@ -55,6 +55,6 @@ run_step fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" "${FROM[@]}" \
   --lr "$LR" --lr-scheduler polynomial_decay --total-num-update "$UPDATES" --warmup-updates "$WARMUP_UPDATES" \
   --max-update "$UPDATES" --max-epoch "$EPOCHS" --batch-size "$BSZ" --required-batch-size-multiple 1 \
   --valid-subset "$VALID" --save-dir "$SAVE" --no-epoch-checkpoints --no-last-checkpoints \
-  --log-format json --log-interval 50 ${EXTRA[@]+"${EXTRA[@]}"} 2>&1 | tee "$SAVE/train.log"
+  --log-format json --log-interval 50 ${EXTRA[@]+"${EXTRA[@]}"}
 # the dev results of the epoch with the best value of the task's metric, per dev set
 recipe_info glue-report "$SAVE/train.log" "$TASK" "$METRIC"

@@ -172,6 +172,8 @@ abs_path() {  # an absolute path of $1 (symlinks kept, so the name is the one th
 # A recipe's long steps run in the background so that a signal to the script (Slurm's and
 # Kubernetes' SIGTERM or SIGUSR1, a kill of the script alone) reaches them at once: fairseq-train
 # then saves checkpoint_last.pt at the next update and stops, and the script exits after it.
+# bash starts a non-interactive shell's background jobs with SIGINT ignored, for good (Python keeps
+# an ignored SIGINT): Ctrl-C reaches the step as SIGTERM instead, so training saves and stops.
 CHILD=''
 run_step() {  # run_step CMD...: CMD as the current step; its exit status
   local rc=0
@@ -182,9 +184,25 @@ run_step() {  # run_step CMD...: CMD as the current step; its exit status
   return "$rc"
 }
 
-on_signal() {  # on_signal SIG STATUS: pass SIG to the running step, let it finish, exit STATUS
+run_step_logged() {  # run_step_logged LOG CMD...: run_step CMD, its output also copied into LOG
+  # not `run_step CMD | tee LOG`: the pipeline's subshell would hide CMD from on_signal. tee
+  # ignores the signals and ends with CMD's output, so the lines of a stopping step are kept.
+  local log=$1 rc=0 out tee
+  shift
+  exec {out}> >(trap '' INT TERM USR1; exec tee "$log")
+  tee=$!
+  "$@" >&"$out" 2>&1 &
+  CHILD=$!
+  exec {out}>&-
+  wait "$CHILD" || rc=$?
+  CHILD=''
+  wait "$tee" || true  # LOG is whole before the recipe reads it
+  return "$rc"
+}
+
+on_signal() {  # on_signal SIG STATUS: pass SIG to the running step (INT as TERM), let it finish, exit STATUS
   if [ -n "$CHILD" ]; then
-    kill -s "$1" "$CHILD" 2> /dev/null || true
+    kill -s "${1/#INT/TERM}" "$CHILD" 2> /dev/null || true
     wait "$CHILD" 2> /dev/null || true
   fi
   exit "$2"

@@ -2,7 +2,8 @@
 # Decode a split with fairseq-generate (beam, length penalty and its formula, trigram blocking of
 # the preset), detokenise with the data directory's tokenizer (spm.model or WordPiece vocab.txt),
 # then score the hypotheses against the raw references with scripts/score.py (ROUGE-1/2/L/Lsum;
-# BLEU-4 as well for the qg preset).
+# BLEU-4 as well for the qg preset). Decoding runs in fp32, also on a GPU and for a checkpoint trained
+# with --bf16-autocast, unless asked for after -- (--fp16, --bf16-autocast), as the hub's.
 #
 #   bash scripts/s2s/generate.sh --preset PRESET --data DATA --checkpoint CHECKPOINT \
 #       --refs RAW_REFS --out-dir OUT_DIR [-- MORE FAIRSEQ-GENERATE ARGS]
@@ -16,6 +17,10 @@
 # written in a temporary directory inside OUT_DIR and moved into place once its step succeeded
 # (the new generate-test.txt first replaces all three of an earlier run), so OUT_DIR never mixes
 # runs nor holds a half-written file; on a failure, Ctrl-C or SIGTERM the temporary files go.
+# Presets cnndm and xsum score as the papers did (score.py --preset: ROUGE-1.5.5's tokens and
+# stemmer, ROUGE-Lsum the summary-level ROUGE-L over the sentences) and add the row of s2s-ft's
+# post-processing (--style both); hyp.txt keeps [X_SEP] between sentences, as s2s-ft writes its
+# predictions (a WordPiece vocabulary carries the separator in an [unusedN] row: written back as [X_SEP]).
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
@@ -36,9 +41,16 @@ PAIRS=$(recipe_info count-items "$TEST")
 LINES=$(awk 'END { print NR }' "$REFS")
 [ "$PAIRS" = "$LINES" ] || die "$TEST holds $PAIRS test pairs but --refs $REFS has $LINES lines"
 recipe_lines BPE bpe-flags "$DATA"
-SCORE=()
-if [ "$PRESET" = qg ]; then SCORE=(--bleu); fi
+SCORE=() ROUGE=()
+case $PRESET in
+  qg) SCORE=(--bleu) ;;
+  cnndm | xsum) SCORE=(--preset "$PRESET" --style both) ROUGE=(--rouge-tokenizer rouge155) ;;
+esac
+SEP=$(recipe_info separator "$DATA")  # the symbol the model emits between sentences
+if [ -n "$SEP" ]; then ROUGE+=(--rouge-separator "$SEP"); fi
 device_flags
+# fp32 unless asked (-- --fp16, -- --bf16-autocast), as the hub decodes: not device_flags' GPU --fp16
+if [ "$PMLM_GPUS" -gt 0 ]; then DEVICE=(); fi
 mkdir -p "$OUT"
 TMP=$(mktemp -d "$OUT/.generate.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -47,12 +59,17 @@ run_step fairseq-generate "$DATA" --user-dir "$ROOT/fairseq_pmlm" --task pmlm_se
   --gen-subset test --max-source-positions "$SRC" --max-target-positions "$TGT" \
   --beam "$BEAM" --lenpen "$LENPEN" --lenpen-formula "$LENFORM" --max-len-a 0 --max-len-b "$MAXLEN" \
   --min-len "$MINLEN" --no-repeat-ngram-size 3 --batch-size 32 "${BPE[@]}" \
-  --scoring rouge --results-path "$TMP" "${DEVICE[@]}" ${EXTRA[@]+"${EXTRA[@]}"}
+  --scoring rouge ${ROUGE[@]+"${ROUGE[@]}"} --results-path "$TMP" "${DEVICE[@]}" ${EXTRA[@]+"${EXTRA[@]}"}
 rm -f "$OUT/hyp.txt" "$OUT/scores.txt"  # an earlier run's: this run's replace them or none are left
 mv "$TMP/generate-test.txt" "$OUT/generate-test.txt"
-# D-<id> lines hold the detokenised best hypothesis: one per test pair, put back in input order
-awk -F '\t' -v n="$PAIRS" '/^D-[0-9]+\t/ { id = substr($1, 3) + 0; bad = bad || id in hyp || id >= n
-    hyp[id] = $3; count++ }
+# D-<id> lines hold the detokenised best hypothesis: one per test pair, put back in input order,
+# the separator's symbol (an [unusedN] row of a WordPiece vocabulary) written as [X_SEP]
+awk -F '\t' -v n="$PAIRS" -v sep="$SEP" 'function unalias(s,  out, i) {
+    if (sep == "" || sep == "[X_SEP]") return s
+    for (out = ""; (i = index(s, sep)) > 0; s = substr(s, i + length(sep))) out = out substr(s, 1, i - 1) "[X_SEP]"
+    return out s }
+  /^D-[0-9]+\t/ { id = substr($1, 3) + 0; bad = bad || id in hyp || id >= n
+    hyp[id] = unalias($3); count++ }
   END { if (bad || count != n) exit 1; for (i = 0; i < n; i++) print hyp[i] }' \
   "$OUT/generate-test.txt" > "$TMP/hyp.txt" ||
   die "$OUT/generate-test.txt has $(grep -c '^D-[0-9]' "$OUT/generate-test.txt") hypotheses, not one for each of" \

@@ -5,7 +5,9 @@
 # layout (+ the tokenizer files, for detokenising and the hub). Streamed and in parallel
 # (fairseq_pmlm/data/text_to_databin.py). An empty line stays an (empty) example, so test
 # outputs line up with the references. Lines end at \n only, as wc -l counts them (a \r before
-# it is dropped, any other \r is a space); text must be UTF-8 (else FILE:LINE: error).
+# it is dropped, any other \r is a space); text must be UTF-8 (else FILE:LINE: error). A sentence
+# separator [X_SEP] in a line (CNN/DailyMail targets of s2s/get_data.py) becomes one token, the
+# dictionary's [X_SEP] row or a WordPiece vocabulary's first [unusedN] row.
 #
 #   bash scripts/s2s/prepare.sh --raw RAW_DIR --name xsum --pretrain-data DIR [--destdir data-bin]
 #       [--workers 2] [--force]

@@ -41,13 +41,12 @@ SCHEDULE=$(recipe_info schedule --examples "$WINDOWS" --batch "$BSZ" --epochs "$
 read -r UPDATES WARMUP_UPDATES <<< "$SCHEDULE"
 echo "finetune_squad: $WINDOWS training windows, $UPDATES updates (warmup $WARMUP_UPDATES), lr $LR, batch $BSZ"
 forward_signals
-run_step fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" --task pmlm_squad --criterion pmlm_squad \
-  --train-json "$TRAIN" --valid-json "$DEV" "${SQUAD[@]}" \
+run_step_logged "$SAVE/train.log" fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" --task pmlm_squad \
+  --criterion pmlm_squad --train-json "$TRAIN" --valid-json "$DEV" "${SQUAD[@]}" \
   "${MODEL[@]}" --finetune-from-model "$(abs_path "$CKPT")" \
   --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-6 --weight-decay "$WD" --clip-norm 1.0 \
   --lr "$LR" --lr-scheduler polynomial_decay --total-num-update "$UPDATES" --warmup-updates "$WARMUP_UPDATES" \
   --max-update "$UPDATES" --batch-size "$BSZ" --required-batch-size-multiple 1 \
-  --save-dir "$SAVE" --no-epoch-checkpoints --log-format json --log-interval 50 ${EXTRA[@]+"${EXTRA[@]}"} 2>&1 |
-  tee "$SAVE/train.log"
+  --save-dir "$SAVE" --no-epoch-checkpoints --log-format json --log-interval 50 ${EXTRA[@]+"${EXTRA[@]}"}
 python "$ROOT/scripts/squad/predict_squad.py" --checkpoint "$SAVE/checkpoint_last.pt" --json "$DEV" \
   --out "$SAVE/predictions.json" --null-odds "$SAVE/null_odds.json"

@@ -1,0 +1,176 @@
+"""scripts/s2s/get_data.py: CNN/DailyMail and XSum from each public form (made-up articles,
+tests/summary_fixtures.py) to the same raw files; sentence boundaries kept as [X_SEP]; streamed
+reading; bad input as one line, exit status 2 and nothing written."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+import summary_fixtures as F
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GET_DATA = os.path.join(REPO, "scripts", "s2s", "get_data.py")
+
+
+def get_data(*args):
+    return subprocess.run([sys.executable, GET_DATA, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def run_ok(dataset, src, out):
+    proc = get_data(dataset, "--from", src, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def cnndm(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cnndm")
+    data = F.articles()
+    run_ok("cnndm", F.write_stories(tmp / "stories", data), tmp / "raw")
+    return tmp, data, F.raw_files(tmp / "raw")
+
+
+@pytest.mark.parametrize("form", ["parquet", "jsonl", "save_to_disk", "s2s-ft", "s2s-ft-gold"])
+def test_every_public_form_of_cnndm_gives_the_raw_files_of_the_story_files(cnndm, form):
+    tmp, data, from_stories = cnndm
+    if form.startswith("s2s-ft"):
+        src = F.write_s2sft(tmp / form, data, test_gold=form.endswith("gold"))
+    else:
+        src = F.write_hf(tmp / form, data, "cnndm", form)
+    run_ok("cnndm", src, tmp / f"raw-{form}")
+    assert F.raw_files(tmp / f"raw-{form}") == from_stories
+
+
+def test_cnndm_targets_keep_each_highlight_as_a_sentence_between_separators(cnndm):
+    tmp, data, raw = cnndm
+    from fairseq_pmlm.scoring.summaries import parse_sentence_blocks
+
+    targets = raw["test.target"].decode().splitlines()
+    highlights = [h for _, _, h in data["test"]]
+    assert targets == [" [X_SEP] ".join(h) for h in highlights]
+    blocks = parse_sentence_blocks(raw["test.target.sentences"].decode().split("\n")[:-1])
+    assert blocks == highlights  # one sentence a line, a blank line after each example
+    sources = raw["train.source"].decode().splitlines()
+    assert len(sources) == len(data["train"]) and all("\n" not in s and s for s in sources)
+    body = data["train"][0][1]
+    assert sources[0].startswith(f"{body[0]} {body[1]} . {body[2]}")  # the caption line got its period
+
+
+def test_xsum_from_parquet_json_lines_and_save_to_disk_is_the_same_one_sentence_targets(tmp_path):
+    data = F.articles(seed=1)
+    outs = []
+    for form in ("parquet", "jsonl", "save_to_disk"):
+        run_ok("xsum", F.write_hf(tmp_path / form, data, "xsum", form), tmp_path / f"raw-{form}")
+        outs.append(F.raw_files(tmp_path / f"raw-{form}"))
+    assert outs[0] == outs[1] == outs[2]
+    assert outs[0]["valid.target"].decode().splitlines() == [h[0] for _, _, h in data["validation"]]
+    assert b"[X_SEP]" not in outs[0]["train.target"]
+    assert b"\n" not in outs[0]["train.source"].split(b"\n", 1)[0]  # the document's lines joined
+
+
+def test_s2sft_wordpiece_token_lists_are_joined_and_keep_their_sentence_boundaries(cnndm, tmp_path):
+    _, data, _ = cnndm
+    run_ok("cnndm", F.write_s2sft(tmp_path / "tok", data, tokenized=True), tmp_path / "raw")
+    targets = (tmp_path / "raw" / "train.target").read_text().splitlines()
+    assert [t.count("[X_SEP]") for t in targets] == [len(h) - 1 for _, _, h in data["train"]]
+    assert "##" not in (tmp_path / "raw" / "train.source").read_text()
+    assert targets[0].split(" [X_SEP] ")[0] == " ".join(F.wordpieces(data["train"][0][2][0])).replace(" ##", "")
+
+
+def test_empty_examples_are_dropped_from_train_and_valid_counted_and_kept_in_test(tmp_path):
+    data = F.articles()
+    records = {s: list(F.hf_records("cnndm", rows)) for s, rows in data.items()}
+    records["train"][3]["article"] = ""
+    records["validation"][0]["highlights"] = " \n "
+    records["test"][1]["article"] = ""
+    (tmp_path / "src").mkdir()
+    import json
+
+    for split, rows in records.items():
+        (tmp_path / "src" / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = run_ok("cnndm", tmp_path / "src", tmp_path / "raw")
+    assert "train: 23 examples (1 with an empty source or target dropped)" in proc.stdout
+    assert "valid: 3 examples (1 with an empty source or target dropped)" in proc.stdout
+    assert "test: 4 examples\n" in proc.stdout
+    assert (tmp_path / "raw" / "test.source").read_text().splitlines()[1] == ""
+
+
+def test_parquet_and_arrow_files_are_read_a_batch_of_rows_at_a_time(tmp_path, monkeypatch):
+    """The full CNN/DailyMail train split is ~1.3 GB: never read whole."""
+    spec = importlib.util.spec_from_file_location("get_data", GET_DATA)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "BATCH_ROWS", 2)
+    data = {"train": F.articles()["train"]}
+    for form in ("parquet", "save_to_disk"):
+        root = F.write_hf(tmp_path / form, data, "cnndm", form)
+        path = next(os.path.join(d, n) for d, _, names in os.walk(root) for n in names
+                    if n.endswith((".parquet", ".arrow")))
+        kind = "parquet" if form == "parquet" else "arrow"
+        sizes = [b.num_rows for b in mod.arrow_batches(path, kind, ("article", "highlights"))]
+        assert sum(sizes) == 24 and max(sizes) <= 3, sizes  # row groups / record batches of 2-3 rows
+        assert [a for a, _ in mod.hf_rows(path, kind, ("article", "highlights"))][:2] == \
+            [r["article"] for r in F.hf_records("cnndm", data["train"])][:2]
+
+
+def bad_source(case, src, data):
+    """(the input of ``case``, the part of the message that names the problem)."""
+    if case == "unknown format":
+        src.mkdir()
+        (src / "notes.csv").write_text("a,b\n")
+        return src, f"{src / 'notes.csv'}: not a form get_data.py reads"
+    if case == "story without highlights":
+        import hashlib
+
+        F.write_stories(src, data)
+        story = src / "cnn" / "stories" / f"{hashlib.sha1(data['test'][2][0].encode()).hexdigest()}.story"
+        story.write_text(story.read_text().split("@highlight")[0])
+        return src, f"{story}: a .story file with no highlights"
+    if case == "split list names a missing story":
+        F.write_stories(src, data)
+        lines = (src / "all_val.txt").read_text().splitlines()
+        (src / "all_val.txt").write_text("\n".join(lines[:1] + ["http://www.example.com/gone.html"] + lines[1:]) + "\n")
+        return src, f"{src / 'all_val.txt'}:2: http://www.example.com/gone.html -> "
+    if case == "mismatched source and target counts":
+        F.write_s2sft(src, data, test_gold=True)
+        gold = (src / "test.target").read_text().splitlines()
+        (src / "test.target").write_text("\n".join(gold[:-1]) + "\n")
+        return src, f"{src / 'test.target'} has 3 lines but {src / 'test.json'} has more examples"
+    if case == "not UTF-8":
+        F.write_hf(src, data, "cnndm", "jsonl")
+        with open(src / "validation.jsonl", "ab") as f:
+            f.write(b'{"article": "caf\xe9", "highlights": "x", "id": "1"}\n')
+        return src, f"{src / 'validation.jsonl'}:5: not UTF-8 text (byte 0xe9"
+    if case == "a split missing":
+        F.write_hf(src, data, "cnndm", "jsonl")
+        os.remove(src / "test.jsonl")
+        return src, "no test split among the files of the jsonl form"
+    assert case == "xsum columns given as cnndm"
+    F.write_hf(src, data, "xsum", "parquet")
+    return src, "0000.parquet: no article / highlights column (it has document, summary, id"
+
+
+@pytest.mark.parametrize("case", ["unknown format", "story without highlights", "split list names a missing story",
+                                  "mismatched source and target counts", "not UTF-8", "a split missing",
+                                  "xsum columns given as cnndm"])
+def test_bad_input_is_one_line_exit_2_and_nothing_is_written(tmp_path, case):
+    src, expect = bad_source(case, tmp_path / "src", F.articles())
+    out = tmp_path / "raw" / "cnndm"
+    proc = get_data("cnndm", "--from", src, "--out", out)
+    assert proc.returncode == 2 and proc.stdout.count("\n") <= 1  # at most the "from ..." line
+    assert proc.stderr.startswith("get_data.py: error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert expect in proc.stderr, proc.stderr
+    assert not out.exists() and (not (tmp_path / "raw").exists() or os.listdir(tmp_path / "raw") == [])
+
+
+def test_an_existing_output_is_replaced_only_with_force(cnndm, tmp_path):
+    tmp, _, raw = cnndm
+    out = tmp_path / "raw"
+    out.mkdir()
+    (out / "old").write_text("x")
+    proc = get_data("cnndm", "--from", tmp / "stories", "--out", out)
+    assert proc.returncode == 2 and proc.stderr == f"get_data.py: error: {out} exists: pass --force to replace it\n"
+    assert get_data("cnndm", "--from", tmp / "stories", "--out", out, "--force").returncode == 0
+    assert F.raw_files(out) == raw

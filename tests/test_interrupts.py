@@ -1,0 +1,117 @@
+"""Ctrl-C stops every recipe within seconds. A terminal sends SIGINT to the whole process group,
+but bash starts a recipe's steps in the background (scripts/lib/common.sh, run_step), and a
+non-interactive shell's background jobs ignore SIGINT for good: the recipe passes it on as
+SIGTERM, so fine-tuning saves checkpoint_last.pt and stops (as preemption does) and decoding
+stops without leaving a file. Each run here would go on for minutes if the signal were lost."""
+import os
+import random
+import signal
+import subprocess
+import time
+
+from fairseq.data import Dictionary, data_utils, indexed_dataset
+
+from cli import ENV, REPO
+from nlu import marker_squad
+from tiny_s2s import tiny_s2s
+
+FOREVER = ["--max-update", "100000", "--num-workers", "0", "--log-interval", "1", "--cpu"]
+
+
+def start(name, *args):
+    """bash scripts/NAME ARGS in a session of its own (its own process group, as in a terminal)."""
+    return subprocess.Popen(["bash", os.path.join(REPO, "scripts", name), *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, **ENV}, cwd=REPO,
+                            start_new_session=True)
+
+
+def output_until(proc, needle, timeout=120):
+    """The recipe's output up to the first line that holds ``needle``."""
+    seen, deadline = "", time.time() + timeout
+    while needle not in seen and time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen += line
+    return seen
+
+
+def ctrl_c(proc, seen=""):
+    """SIGINT to the recipe's process group, as Ctrl-C in its terminal; -> (its whole output,
+    seconds from the signal to its exit)."""
+    assert proc.poll() is None, f"the recipe ended before Ctrl-C:\n{seen[-2000:]}"
+    t = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        out = seen + proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return out, time.monotonic() - t
+
+
+def assert_saved_and_stopped(proc, out, seconds, save):
+    assert proc.returncode == 130, out[-2000:]
+    assert seconds < 30, f"{seconds:.1f} s after Ctrl-C"  # (on a busy machine; unhandled: never)
+    saved = [line for line in out.splitlines() if line.startswith("pmlm: SIGTERM received: saved")]
+    assert len(saved) == 1 and str(save / "checkpoint_last.pt") in saved[0], out[-2000:]
+    assert os.path.isfile(save / "checkpoint_last.pt")
+
+
+def test_ctrl_c_stops_s2s_fine_tuning_within_seconds_saving_checkpoint_last(tmp_path_factory, tmp_path):
+    _, data, _ = tiny_s2s(tmp_path_factory)
+    save = tmp_path / "save"
+    proc = start("s2s/finetune.sh", "--preset", "demo", "--data", data, "--checkpoint", "none", "--save-dir", save,
+                 "--", "--arch", "unilmv2_tiny", "--batch-size", "8", "--disable-validation", *FOREVER)
+    out, seconds = ctrl_c(proc, output_until(proc, '"num_updates": "3"'))
+    assert_saved_and_stopped(proc, out, seconds, save)
+
+
+def test_ctrl_c_stops_squad_fine_tuning_whose_output_goes_through_tee_and_keeps_its_log(tmp_path_factory, tmp_path):
+    """glue/ and squad/ copy fairseq's output into SAVE/train.log (common.sh, run_step_logged)."""
+    _, data, first = tiny_s2s(tmp_path_factory)
+    questions = marker_squad(tmp_path / "train.json", random.Random(2), 40)
+    save = tmp_path / "save"
+    proc = start("squad/finetune_squad.sh", "--data", data, "--train-json", questions, "--dev-json", questions,
+                 "--checkpoint", first / "checkpoint_last.pt", "--save-dir", save, "--v2", "--arch", "unilmv2_tiny",
+                 "--batch-size", "8", "--max-positions", "32", "--doc-stride", "8", "--",
+                 "--max-query-len", "8", "--disable-validation", *FOREVER)
+    out, seconds = ctrl_c(proc, output_until(proc, '"num_updates": "3"'))
+    assert_saved_and_stopped(proc, out, seconds, save)
+    assert "pmlm: SIGTERM received: saved" in (save / "train.log").read_text()
+    assert not os.path.exists(save / "predictions.json")  # the recipe stopped, not only its training
+
+
+def test_ctrl_c_stops_decoding_within_seconds_and_leaves_no_file(tmp_path_factory, tmp_path):
+    """A test split of 20,000 pairs (the tiny one's training pairs, repeated): over a minute of decoding."""
+    _, tiny, first = tiny_s2s(tmp_path_factory)
+    data, n = tmp_path / "data", 20000
+    data.mkdir()
+    for name in ("dict.txt", "dict.source.txt", "dict.target.txt", "spm.model"):
+        os.link(tiny / name, data / name)
+    d = Dictionary.load(str(tiny / "dict.txt"))
+    for side in ("source", "target"):
+        pairs = data_utils.load_indexed_dataset(str(tiny / f"train.source-target.{side}"), d)
+        builder = indexed_dataset.make_builder(str(data / f"test.source-target.{side}.bin"), impl="mmap",
+                                               vocab_size=len(d))
+        for i in range(n):
+            builder.add_item(pairs[i % len(pairs)])
+        builder.finalize(str(data / f"test.source-target.{side}.idx"))
+        del pairs
+    (tmp_path / "refs.txt").write_text("a b\n" * n)
+    out_dir = tmp_path / "gen"
+    proc = start("s2s/generate.sh", "--preset", "demo", "--data", data, "--checkpoint", first / "checkpoint_last.pt",
+                 "--refs", tmp_path / "refs.txt", "--out-dir", out_dir, "--", "--cpu", "--num-workers", "0",
+                 "--max-len-b", "4", "--beam", "2")
+
+    def decoding():  # fairseq-generate has written its first hypotheses into the recipe's temp dir
+        logs = [out_dir / t / "generate-test.txt" for t in (os.listdir(out_dir) if out_dir.is_dir() else [])]
+        return any(os.path.isfile(f) and os.path.getsize(f) for f in logs)
+
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and not decoding():
+        time.sleep(0.05)
+    out, seconds = ctrl_c(proc)
+    assert proc.returncode == 130, out[-2000:]
+    assert seconds < 20, f"{seconds:.1f} s after Ctrl-C"
+    assert os.listdir(out_dir) == []  # no result, no temp dir
