@@ -27,7 +27,7 @@
 # Two cores: a small model trains ~1.5x faster as two single-threaded runs side by side than as
 # one two-threaded run, so with JOBS=2 the work goes in two lanes that do not need each other:
 # PMLM stage -> its fine-tuning and decoding -> random initialisation's | MLM stage -> its
-# fine-tuning and decoding -> the released model's. Progress lines carry their run's name. On a
+# fine-tuning and decoding -> the released model's -> held-out AE/PAR after the PMLM stage. Progress lines carry their run's name. On a
 # GPU (JOBS=1) the lanes run one after the other.
 set -euo pipefail
 # shellcheck source=lib/common.sh
@@ -148,9 +148,10 @@ pretrain_cmd() {  # OBJECTIVE SAVE_DIR: the PMLM stage (ae+par) and the MLM stag
 }
 # two lanes of work that do not need each other, side by side (JOBS=2) or in turn (JOBS=1), each
 # system fine-tuned and decoded with the same settings:
-# PMLM stage -> held-out AE/PAR after, curves -> PMLM system -> random initialisation;
+# PMLM stage -> PMLM system -> random initialisation;
 # held-out AE/PAR before -> MLM stage (same updates, batch, lr, data) -> MLM system -> released
-# model without a stage (START=scratch: random initialisation only)
+# model without a stage -> held-out AE/PAR after the PMLM stage, curves (START=scratch: random
+# initialisation only; the held-out after stays in the PMLM lane)
 lane_pmlm() {
   if [ "$START" != scratch ]; then
     stage "PMLM pre-training (AE+PAR) of the released model, $PMLM_UPDATES updates of 16 x 128 tokens"
@@ -158,13 +159,22 @@ lane_pmlm() {
     stage "PMLM pre-training (AE+PAR) from scratch: ${MODEL_FLAGS[*]}, $PRE_MINUTES minutes"
   fi
   pretrain_cmd ae+par "$OUT/pmlm"
-  run pmlm "$OUT/pmlm.log" "${CMD[@]}"
+  run pmlm "$OUT/pmlm.log" "${CMD[@]}" || { touch "$OUT/pmlm.failed"; return 1; }
+  touch "$OUT/pmlm.done"
+  if [ "$START" = scratch ]; then heldout_after; fi
+  system pmlm "$OUT/pmlm/checkpoint_last.pt"
+  if [ "$START" != scratch ]; then system random none; fi
+}
+# in the lane that ends first (the MLM lane, ~1 minute before the other): not on the longest path
+heldout_after() {
+  while [ ! -e "$OUT/pmlm.done" ]; do
+    if [ -e "$OUT/pmlm.failed" ]; then return 1; fi
+    sleep 2
+  done
   stage "held-out AE/PAR after the PMLM stage"
   validate_cmd "$OUT/pmlm/checkpoint_last.pt"
   run "held-out after" "$OUT/validate-after.log" "${CMD[@]}"
   python scripts/plot_curves.py "$OUT/pmlm.log" --out "$OUT/curves.png" | sed -u 's/^/curves: /'
-  system pmlm "$OUT/pmlm/checkpoint_last.pt"
-  if [ "$START" != scratch ]; then system random none; fi
 }
 lane_mlm() {
   if [ "$START" = scratch ]; then
@@ -179,6 +189,7 @@ lane_mlm() {
   run mlm "$OUT/mlm.log" "${CMD[@]}"
   system mlm "$OUT/mlm/checkpoint_last.pt"
   system released "$OUT/released/model.pt"
+  heldout_after
 }
 system() {  # NAME INIT: fine-tune, then decode the test pairs
   stage "summarisation fine-tuning ($1): $FT_UPDATES updates of 16 pairs"
