@@ -65,7 +65,7 @@ def synthetic_databin(prefix, lines, seed=0):
     """A data-bin of ``lines`` items shaped like sentence-per-line text (sizes 5..60, a blank
     line of size 1 after every ~20), written straight in fairseq's mmap format; the .bin is a
     sparse file of the right length (the index reads sizes only)."""
-    from fairseq_pmlm.data.text_to_databin import write_index
+    from fairseq_pmlm.data.databin.writer import write_index
 
     if os.path.isfile(prefix + ".idx"):
         return prefix

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Data recipe: raw text (one sentence per line, a blank line between documents) -> a fairseq
-# data-bin for pre-training, streamed and in parallel (fairseq_pmlm/data/text_to_databin.py):
+# data-bin for pre-training, streamed and in parallel (fairseq_pmlm/data/databin/):
 #   sentencepiece BPE (trained here on a sample of the training text, or --spm-model) or, for
 #   imported BERT/UniLMv2 weights, --wordpiece-vocab vocab.txt (transformers' BertTokenizer pieces,
 #   as the rows of the dictionary convert_checkpoint.py makes from that vocab)

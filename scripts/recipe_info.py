@@ -33,7 +33,7 @@ package = types.ModuleType("fairseq_pmlm")
 package.__path__ = [os.path.join(ROOT, "fairseq_pmlm")]
 sys.modules.setdefault("fairseq_pmlm", package)
 
-from fairseq_pmlm.weights import tokenizer_files  # noqa: E402  (after the stand-in)
+from fairseq_pmlm.text import tokenizer_files  # noqa: E402  (after the stand-in)
 
 GLUE_SHOWN = {"mcc": ["mcc", "accuracy"], "f1": ["f1", "accuracy"], "pearson": ["pearson", "spearman"]}
 
@@ -112,7 +112,7 @@ def run_of(checkpoint):
         return cfg["task"]["_name"], history[-1].get("num_updates", 0), os.path.abspath(init) if init else "none"
     except Exception as e:  # unreadable or not a training checkpoint: why, in one line
         # as training says it, with the newest intact checkpoint beside it (imports fairseq: only here)
-        from fairseq_pmlm.checkpoint_files import inspect, unreadable
+        from fairseq_pmlm.runtime.checkpoint_files import inspect, unreadable
 
         _, reason = inspect(checkpoint)
         if reason is not None:

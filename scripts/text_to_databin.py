@@ -1,12 +1,12 @@
 #!/usr/bin/env python
 """Raw text -> fairseq data-bin, streamed and in parallel: what prepare_data.sh and
-s2s/prepare.sh run (logic in fairseq_pmlm/data/text_to_databin.py; --help for the options)."""
+s2s/prepare.sh run (logic in fairseq_pmlm/data/databin/; --help for the options)."""
 import sys
 
 import recipe_info  # noqa: F401  (first: enters the plugin package without fairseq's import, see there)
 
 # isort: split
-from fairseq_pmlm.data.text_to_databin import main
+from fairseq_pmlm.data.databin.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Data-parallel fairseq-train with this plugin: one process per GPU (or per CPU slot) on one or
-# more nodes, started by torchrun, each running `python -m fairseq_pmlm.distributed_train`
+# more nodes, started by torchrun, each running `python -m fairseq_pmlm.runtime.distributed_train`
 # (fairseq-train that forms ONE process group from torchrun's variables, on GPUs or on CPUs;
 # plain fairseq-train does not, see README "Distributed training").
 #
@@ -49,4 +49,4 @@ esac
 # static rendezvous: node NODE_RANK of NNODES, ranks NODE_RANK*NPROC ... +NPROC-1
 exec torchrun --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "$NPROC" \
     --master-addr "$HOST" --master-port "$PORT" --rdzv-conf "timeout=$RDZV_TIMEOUT" \
-    -m fairseq_pmlm.distributed_train "${EXTRA[@]}"
+    -m fairseq_pmlm.runtime.distributed_train "${EXTRA[@]}"

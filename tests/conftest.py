@@ -29,8 +29,8 @@ def one_thread():
 
 
 def pytest_configure(config):
-    """The notices every plugin command leaves out (fairseq_pmlm/quiet.py), left out of the
+    """The notices every plugin command leaves out (fairseq_pmlm/runtime/quiet.py), left out of the
     suite's warnings summary too: pytest resets the filters that importing the plugin set."""
-    from fairseq_pmlm import quiet
+    from fairseq_pmlm.runtime import quiet
 
     quiet.ignore_notices()

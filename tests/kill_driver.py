@@ -2,7 +2,7 @@
 
 One process imports fairseq and the plugin once, then runs each plan in a forked child (a run
 costs about a second instead of ~4 s of imports), one after the other; a plan with a world
-size of 2 forks two ranks of ``fairseq_pmlm.distributed_train``. A child's output goes to its
+size of 2 forks two ranks of ``fairseq_pmlm.runtime.distributed_train``. A child's output goes to its
 plan's log file (rank r > 0: ``LOG.rank{r}``). A plan::
 
     {"argv": [...fairseq-train arguments...], "log": PATH, "save_dir": DIR,
@@ -39,8 +39,8 @@ from fairseq import checkpoint_utils
 from fairseq.trainer import Trainer
 from fairseq_cli.train import cli_main
 
-from fairseq_pmlm import distributed_train
-from fairseq_pmlm.checkpoint_files import inspect
+from fairseq_pmlm.runtime import distributed_train
+from fairseq_pmlm.runtime.checkpoint_files import inspect
 
 from cli import free_port  # tests/ is this script's directory, so on its path
 

@@ -44,7 +44,7 @@ def dictionary_row(data, symbol):
 def wordpiece_dir(tmp, data):
     """A WordPiece vocabulary of the articles' words, as convert_checkpoint.py import leaves one:
     vocab.txt (BERT's specials and [unusedN] rows first, no [X_SEP]), dict.txt, the casing."""
-    from fairseq_pmlm.weights.vocab import map_vocab
+    from fairseq_pmlm.text.vocab import map_vocab
 
     words = sorted({w for rows in data.values() for _, body, _ in rows for s in body
                     for w in re.findall(r"\w+|[^\w\s]", s.lower())})  # BERT's words and punctuation

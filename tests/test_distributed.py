@@ -1,5 +1,5 @@
 """Data-parallel pre-training through fairseq's distributed engine, on CPU (gloo): the
-documented recipe (scripts/train_distributed.sh: torchrun + fairseq_pmlm.distributed_train)
+documented recipe (scripts/train_distributed.sh: torchrun + fairseq_pmlm.runtime.distributed_train)
 starts two ranks that form ONE process group, hold identical parameters after every update,
 and train exactly what one fairseq-train process trains on the same examples with a doubled
 ``--update-freq``; the pmlm criterion's logged numbers sum across ranks to the single-process

@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from fairseq_pmlm import distributed_train
+from fairseq_pmlm.runtime import distributed_train
 
 from cli import ENV, REPO, free_port, submit
 
@@ -70,7 +70,7 @@ def exits_with(argv, *needles):
     with pytest.raises(SystemExit) as e:
         distributed_train.main([str(a) for a in argv])
     message = str(e.value)
-    assert message.startswith("fairseq_pmlm.distributed_train: error: ") and "\n" not in message, message
+    assert message.startswith("fairseq_pmlm.runtime.distributed_train: error: ") and "\n" not in message, message
     assert all(n in message for n in needles), message
     return message
 
@@ -108,7 +108,7 @@ def test_rank_whose_rendezvous_never_completes_fails_within_the_timeout(rank, re
         distributed_train.form_process_group("gloo", distributed_train.launcher_env(), 1.0)
     assert time.monotonic() - start < 30
     message = str(e.value)
-    assert message.startswith(f"fairseq_pmlm.distributed_train: error: rank {rank}: the 2-rank process group "
+    assert message.startswith(f"fairseq_pmlm.runtime.distributed_train: error: rank {rank}: the 2-rank process group "
                               f"did not form at 127.0.0.1:"), message
     assert "within --pg-timeout 1 s" in message and reason in message, message
 
@@ -133,7 +133,7 @@ def test_ranks_with_different_command_lines_fail_naming_the_difference(rank, mon
     monkeypatch.setattr(distributed_train.dist, "all_gather_object", all_gather_object)
     with pytest.raises(SystemExit) as e:
         distributed_train.check_same_command_line(argvs[rank], rank)
-    assert str(e.value) == (f"fairseq_pmlm.distributed_train: error: rank {rank}: the ranks were started with "
+    assert str(e.value) == (f"fairseq_pmlm.runtime.distributed_train: error: rank {rank}: the ranks were started with "
                             f"different command lines: rank 0 has '--lr 1e-3' where rank 1 has '--lr 5e-4'")
     argvs[1] = ["data", "--lr", "1e-3"]  # a missing flag
     with pytest.raises(SystemExit, match="rank 0 has '--user-dir u' where rank 1 has '--lr 1e-3'$"):
@@ -157,5 +157,5 @@ def test_plain_fairseq_train_under_torchrun_refuses_to_train_alone(monkeypatch):
     with pytest.raises(RuntimeError) as e:
         UniLMv2Model.build_model(cfg, task)
     assert str(e.value) == (
-        "WORLD_SIZE=2 is set (torchrun) but no process group was formed, so each process would train "
-        "alone: launch with `torchrun ... -m fairseq_pmlm.distributed_train ARGS` (scripts/train_distributed.sh)")
+        "WORLD_SIZE=2 is set (torchrun) but no process group was formed, so each process would train alone: "
+        "launch with `torchrun ... -m fairseq_pmlm.runtime.distributed_train ARGS` (scripts/train_distributed.sh)")

@@ -16,7 +16,8 @@ import torch
 from s2sft_decoding import S2SFTGreedy
 from test_released_weights import stdlib_lines, wordpiece_vocab
 
-from fairseq_pmlm.weights import convert, export, vocab
+from fairseq_pmlm.text import vocab
+from fairseq_pmlm.weights import convert, export
 from fairseq_pmlm.weights.layouts import ConversionError
 
 from helpers import stdlib_docstrings

@@ -12,7 +12,8 @@ import pytest
 import torch
 from test_released_weights import stdlib_lines, wordpiece_vocab
 
-from fairseq_pmlm.weights import convert, export, vocab
+from fairseq_pmlm.text import vocab
+from fairseq_pmlm.weights import convert, export
 from fairseq_pmlm.weights.layouts import ConversionError
 
 NAME = "all-minilm-l6-v2"

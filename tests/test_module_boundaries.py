@@ -32,19 +32,77 @@ def plugin_imports(path):
     return out
 
 
+def package_files(*subs):
+    """(dotted name, path) of every module under the package's ``subs`` (all of it: no subs)."""
+    for sub in subs or ("",):
+        for root, _, files in os.walk(os.path.join(PACKAGE, sub)):
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    path = os.path.join(root, name)
+                    yield os.path.relpath(path, PACKAGE)[:-3].replace(os.sep, "."), path
+
+
 def test_models_and_criteria_import_nothing_from_tasks_or_the_launcher():
-    for sub in ("models", "criterions"):
-        for name in os.listdir(os.path.join(PACKAGE, sub)):
-            if name.endswith(".py"):
-                imported = plugin_imports(os.path.join(PACKAGE, sub, name))
-                assert not {m for m in imported if m.startswith("tasks") or m == "distributed_train"}, (sub, name)
+    for name, path in package_files("models", "criterions"):
+        imported = plugin_imports(path)
+        assert not {m for m in imported if m.startswith("tasks") or m == "runtime.distributed_train"}, name
+
+
+# the package's floors, low to high: a module imports only from its own floor or lower ones
+FLOORS = [{"symbols", "arch", "errors"}, {"runtime", "text"}, {"modules"}, {"data"},
+          {"models", "criterions", "scoring", "sequence_generator"}, {"tasks"}, {"weights"}]
+
+
+def floor(module):
+    return next(i for i, rooms in enumerate(FLOORS) if module.split(".")[0] in rooms)
+
+
+def test_no_module_imports_from_a_higher_floor():
+    """Data, tasks, models and the rest take tokenisers from text/ and process-wide changes from
+    runtime/, never from weights/ (conversion and export, the top floor) or each other upwards."""
+    upward = []
+    for name, path in package_files():
+        if name != "__init__":  # the package's __init__ imports what it registers
+            here = floor(name)
+            upward += [f"{name} -> {m}" for m in plugin_imports(path) if m and floor(m) > here]
+    assert upward == []
+
+
+def test_old_import_paths_are_the_moved_modules():
+    """Scripts and notebooks written against the old layout keep working: one module, two names."""
+    code = ("import importlib, sys\n"
+            "for old, new in [a.split('=') for a in sys.argv[1:]]:\n"
+            "    assert importlib.import_module(old) is importlib.import_module(new), (old, new)\n"
+            "import fairseq_pmlm.checkpoint_files, fairseq_pmlm.runtime.checkpoint_files\n"
+            "assert fairseq_pmlm.checkpoint_files is fairseq_pmlm.runtime.checkpoint_files\n"
+            "from fairseq_pmlm.weights import tokenizer_files\n"
+            "assert tokenizer_files is sys.modules['fairseq_pmlm.text.tokenizer_files']\n")
+    moved = [f"fairseq_pmlm.{m}=fairseq_pmlm.runtime.{m}" for m in (
+        "checkpoint_files", "preemption", "safe_exit", "quiet", "interrupts", "process_group_guard",
+        "distributed_train")]
+    moved += [f"fairseq_pmlm.weights.{m}=fairseq_pmlm.text.{m}" for m in ("wordpiece", "tokenizer_files", "vocab")]
+    moved += ["fairseq_pmlm.data.input_text=fairseq_pmlm.text.input_text"]
+    subprocess.run([sys.executable, "-c", code, *moved], check=True, cwd=REPO)
+
+
+def test_the_launcher_runs_under_its_new_and_old_name_without_a_warning():
+    """``python -m`` of either name runs the launcher as __main__ (here: refusing to run outside
+    torchrun) and nothing else is printed: runpy would warn if the package's import had imported it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "PYTHONWARNINGS")}
+    for name in ("fairseq_pmlm.runtime.distributed_train", "fairseq_pmlm.distributed_train"):
+        proc = subprocess.run([sys.executable, "-m", name, "data"], capture_output=True, text=True, cwd=REPO, env=env)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.splitlines() == [
+            "fairseq_pmlm.runtime.distributed_train: error: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT "
+            "not set: start it with torchrun (see scripts/train_distributed.sh) or set RANK, WORLD_SIZE, "
+            "LOCAL_RANK, MASTER_ADDR, MASTER_PORT for every rank"], proc.stderr
 
 
 def test_symbols_arch_table_and_weight_helpers_import_without_fairseq():
     """The recipes' helper (scripts/recipe_info.py) reads them in a fraction of a second."""
     code = ("import runpy, sys; runpy.run_path(sys.argv[1]); "
             "import fairseq_pmlm.symbols, fairseq_pmlm.arch, fairseq_pmlm.weights.checkpoint, "
-            "fairseq_pmlm.weights.vocab, fairseq_pmlm.weights.tokenizer_files; "
+            "fairseq_pmlm.text.vocab, fairseq_pmlm.text.tokenizer_files, fairseq_pmlm.runtime.interrupts; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'fairseq', 'fairseq_cli', 'hydra'}))")
     proc = subprocess.run([sys.executable, "-c", code, os.path.join(REPO, "scripts", "recipe_info.py")],
                           capture_output=True, text=True, check=True)

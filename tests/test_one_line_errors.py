@@ -1,5 +1,5 @@
 """Bad input that used to end in a traceback through fairseq now stops with one line naming the
-file or flag (fairseq_pmlm/errors.py; the exception hook of checkpoint_files.py prints it):
+file or flag (fairseq_pmlm/errors.py; the exception hook of runtime/checkpoint_files.py prints it):
 sharded data that is not one dictionary's or not whole, a fine-tuned checkpoint given to
 pre-training's --restore-file, --tokens-per-sample beyond the positions, a truncated
 sequence-to-sequence .bin, decoding with a checkpoint of another dictionary, and a fine-tuning

@@ -1,6 +1,6 @@
 """Checkpoints survive any kill, SIGTERM/SIGUSR1 save and stop at an update boundary, and a
 checkpoint that cannot be used stops the command with one line naming it
-(fairseq_pmlm/checkpoint_files.py, fairseq_pmlm/preemption.py).
+(fairseq_pmlm/runtime/checkpoint_files.py, fairseq_pmlm/runtime/preemption.py).
 
 Fault injection (tests/kill_driver.py runs every training in a forked child of one process):
 one run is SIGKILLed again and again, each time at a point drawn from a fixed seed: in the
@@ -301,8 +301,8 @@ def test_generate_and_the_hub_name_an_unreadable_checkpoint_in_one_line(runs, tm
     the hub reads the checkpoint's cfg first."""
     from fairseq import checkpoint_utils
 
-    from fairseq_pmlm.checkpoint_files import CheckpointError
     from fairseq_pmlm.models.unilmv2 import UniLMv2Model
+    from fairseq_pmlm.runtime.checkpoint_files import CheckpointError
 
     runs["kills"].result()
     whole = (runs["root"] / "kills" / "reference" / "checkpoint_best.pt").read_bytes()

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from fairseq_pmlm.modules.attention_rule import CONTEXT, PAD
-from fairseq_pmlm.weights import convert, vocab
+from fairseq_pmlm.text import vocab
+from fairseq_pmlm.weights import convert
 from fairseq_pmlm.weights.layouts import ConversionError
 
 from helpers import stdlib_docstrings
@@ -411,7 +412,7 @@ def jobs(tmp_path_factory, text, converted_bert):
     while the in-process tests do: the recipe, and fairseq-train from the converted
     checkpoint (--finetune-from-model and --restore-file in one process) on the same text
     WordPiece-encoded and binarized in-process."""
-    from fairseq_pmlm.weights.wordpiece import WordPieceEncoder
+    from fairseq_pmlm.text.wordpiece import WordPieceEncoder
 
     import cli
 

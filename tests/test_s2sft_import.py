@@ -19,7 +19,8 @@ from test_released_weights import (
     wordpiece_vocab,
 )
 
-from fairseq_pmlm.weights import convert, vocab
+from fairseq_pmlm.text import vocab
+from fairseq_pmlm.weights import convert
 from fairseq_pmlm.weights.layouts import ConversionError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -115,7 +116,7 @@ def test_imported_s2sft_checkpoint_decodes_with_the_hub_and_fairseq_generate_ali
     """No fine-tuning step: the hub's sample() and fairseq-generate --task pmlm_seq2seq (what
     s2s/generate.sh runs) read the import as it is, and give the same hypotheses."""
     from fairseq_pmlm.models.unilmv2 import UniLMv2Model
-    from fairseq_pmlm.weights.wordpiece import WordPieceEncoder
+    from fairseq_pmlm.text.wordpiece import WordPieceEncoder
 
     import cli
 

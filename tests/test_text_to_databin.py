@@ -12,6 +12,7 @@ import pytest
 import sentencepiece as spm
 
 from fairseq_pmlm.data import text_to_databin as t2d
+from fairseq_pmlm.data.databin import reading
 from fairseq_pmlm.symbols import SENTENCE_SEP
 
 from cli import binarize
@@ -39,8 +40,8 @@ def corpus(tmp_path_factory):
 @pytest.fixture(scope="module")
 def minilm_vocab(tmp_path_factory):
     """The vocab.txt of the pinned released model (its tokenizer.json's WordPiece vocabulary)."""
+    from fairseq_pmlm.text.vocab import read_vocab
     from fairseq_pmlm.weights import released
-    from fairseq_pmlm.weights.vocab import read_vocab
 
     tmp = tmp_path_factory.mktemp("minilm")
     hf = released.unpack("all-minilm-l6-v2", str(tmp / "hf"))
@@ -79,7 +80,7 @@ def test_sentencepiece_output_is_byte_identical_to_fairseq_preprocess_for_1_and_
     sp = spm.SentencePieceProcessor(model_file=str(corpus / "spm.model"))
     reference_pieces(corpus, tmp_path, lambda line: " ".join(sp.encode(line.strip(), out_type=str)))
     ref = binarize(tmp_path / "train.pieces", tmp_path / "valid.pieces", tmp_path / "ref", in_process=True)
-    monkeypatch.setattr(t2d, "MIN_PART_BYTES", 4096)  # many parts, so the order of parts matters
+    monkeypatch.setattr(reading, "MIN_PART_BYTES", 4096)  # many parts, so the order of parts matters
     for workers in (1, 2):
         out = tmp_path / f"out{workers}"
         assert prepare(out, "corpus", "--train", corpus / "train.txt", "--valid", corpus / "valid.txt",
@@ -88,14 +89,14 @@ def test_sentencepiece_output_is_byte_identical_to_fairseq_preprocess_for_1_and_
 
 
 def test_wordpiece_output_is_byte_identical_to_fairseq_preprocess(corpus, minilm_vocab, tmp_path, monkeypatch):
-    from fairseq_pmlm.weights.wordpiece import WordPieceEncoder
+    from fairseq_pmlm.text.wordpiece import WordPieceEncoder
 
     enc = WordPieceEncoder(minilm_vocab)
     reference_pieces(corpus, tmp_path, lambda line: enc.encode_lines([line])[0])
     (tmp_path / "wp.dict.txt").write_text(enc.mapping.dict_txt())
     ref = binarize(tmp_path / "train.pieces", tmp_path / "valid.pieces", tmp_path / "ref",
                    srcdict=tmp_path / "wp.dict.txt", in_process=True)
-    monkeypatch.setattr(t2d, "MIN_PART_BYTES", 4096)
+    monkeypatch.setattr(reading, "MIN_PART_BYTES", 4096)
     out = tmp_path / "out"
     assert prepare(out, "corpus", "--train", corpus / "train.txt", "--valid", corpus / "valid.txt",
                    "--wordpiece-vocab", minilm_vocab, workers=2) == 0

@@ -17,7 +17,7 @@ What ``from_pretrained`` finds by itself (every guess can be overridden by an ar
   copies the data's dictionary and tokenizer there), else the data directory the checkpoint
   was trained on;
 - the tokenizer: the one recorded in the checkpoint (``--bpe``) if its file still exists, else
-  the one beside the dictionary (``spm.model`` or ``vocab.txt``, weights/tokenizer_files.py).
+  the one beside the dictionary (``spm.model`` or ``vocab.txt``, text/tokenizer_files.py).
 
 Precision: fp32, also for a checkpoint trained with ``--bf16-autocast``, unless asked for
 (``from_pretrained(..., bf16_autocast=True)``, or ``.half()``), as fairseq-generate and
@@ -32,10 +32,10 @@ import torch.nn.functional as F
 from fairseq import checkpoint_utils, hub_utils
 from omegaconf import OmegaConf, open_dict
 
-from ..checkpoint_files import read as read_checkpoint
-from ..data.input_text import valid_unicode
+from ..runtime.checkpoint_files import read as read_checkpoint
 from ..symbols import FAIRSEQ_MASK_SYMBOL, MASK_SYMBOL
-from ..weights import tokenizer_files
+from ..text import tokenizer_files
+from ..text.input_text import valid_unicode
 
 logger = logging.getLogger(__name__)
 

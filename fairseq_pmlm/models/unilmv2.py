@@ -15,12 +15,12 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from fairseq.utils import safe_getattr
 
-from .. import checkpoint_files
 from ..arch import ARCH_SIZES, DEFAULTS, SIZE_FIELDS
 from ..errors import BadInput
 from ..modules.attention_rule import CONTEXT
 from ..modules.transformer import TransformerShape, UniLMv2Transformer
-from ..process_group_guard import require_process_group
+from ..runtime import checkpoint_files
+from ..runtime.process_group_guard import require_process_group
 from ..symbols import FAIRSEQ_MASK_SYMBOL, MASK_SYMBOL, PSEUDO_SYMBOL
 from .heads import SentenceClassificationHead, SpanPredictionHead
 from .seq2seq_views import UniLMv2Decoder, UniLMv2Encoder
@@ -256,7 +256,7 @@ class UniLMv2Model(BaseFairseqModel):
     def dictionary_mismatch(self, state_dict, checkpoint=None):
         """The one-line error for a checkpoint of another dictionary (digest, or embedding rows
         where it has no digest), naming it, the data's dictionary file and both sizes; None if it
-        fits. fairseq-train asks before it loads anything (checkpoint_files.py: its trainer would
+        fits. fairseq-train asks before it loads anything (runtime/checkpoint_files.py: its trainer would
         replace any error raised while loading by "please ensure that the architectures match")."""
         digest, embed = state_dict.get("dictionary_digest"), state_dict.get("transformer.embed_tokens.weight")
         rows, mine = (None if embed is None else embed.size(0)), self.transformer.embed_tokens.weight.size(0)

@@ -19,7 +19,7 @@ from ..data.squad_dataset import SquadDataset
 from ..data.squad_features import encode_example, make_features
 from ..data.squad_json import read_squad_json
 from ..symbols import SPAN_HEAD
-from ..weights.tokenizer_files import piece_encoder
+from ..text.tokenizer_files import piece_encoder
 from .autocast import AutocastConfig, BF16AutocastMixin
 from .pseudo_masked_lm import PMLMDictionaryMixin, load_pmlm_dictionary
 

@@ -35,8 +35,9 @@ from dataclasses import fields, replace
 
 import torch
 
-from ..interrupts import sigterm_as_interrupt
-from . import checkpoint, layouts, released, s2sft, tokenizer_files, vocab
+from ..runtime.interrupts import sigterm_as_interrupt
+from ..text import tokenizer_files, vocab
+from . import checkpoint, layouts, released, s2sft
 from .export import FORMATS, export_checkpoint
 from .layouts import ConversionError
 
@@ -171,7 +172,7 @@ def keep_layers(tensors, shape, layers):
 
 def used_vocab_rows(tokens, cased, texts):
     """The vocab rows the WordPiece tokenizer of ``tokens`` produces on the text files ``texts``."""
-    from .wordpiece import bert_tokenizer
+    from ..text.wordpiece import bert_tokenizer
 
     with tempfile.TemporaryDirectory() as tmp:  # the vocab may come from a tokenizer.json
         vocab.write_vocab(os.path.join(tmp, "vocab.txt"), tokens)

@@ -30,7 +30,8 @@ import torch
 
 from ..arch import DEFAULTS
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL
-from . import checkpoint, layouts, s2sft, tokenizer_files, vocab, wordpiece
+from ..text import tokenizer_files, vocab, wordpiece
+from . import checkpoint, layouts, s2sft
 from .layouts import ConversionError
 
 FORMATS = ("hf", "s2s-ft")
@@ -62,7 +63,7 @@ def _data_dirs(state):
 
 
 def find_tokenizer(state, dict_path):
-    """The checkpoint's tokenizer (weights/tokenizer_files.py: its --bpe while that file exists, else
+    """The checkpoint's tokenizer (text/tokenizer_files.py: its --bpe while that file exists, else
     the one beside its dictionary), or None."""
     try:
         return tokenizer_files.of_checkpoint(state["cfg"].get("bpe"), os.path.dirname(os.path.abspath(dict_path)))
@@ -118,7 +119,7 @@ def load_model(ckpt_path, state, dict_path, notes):
 
 def write_tokenizer(tok, tmp, fmt, names, notes):
     """The export's tokenizer: WordPiece's casing, and for ``hf`` a tokenizer.json that gives the
-    plugin's ids (weights/wordpiece.py: a cut dictionary needs it); for a sentencepiece model
+    plugin's ids (text/wordpiece.py: a cut dictionary needs it); for a sentencepiece model
     (``hf`` only) its spm.model beside a note saying how its ids are made."""
     if tok is not None and tok.kind == "bert":
         tokenizer_files.write_casing(tmp, tok.cased)

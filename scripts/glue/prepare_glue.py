@@ -23,7 +23,7 @@ import sys
 import sentencepiece as spm
 
 from fairseq_pmlm.data.glue_tsv import TASKS, GlueFormatError, read_glue_tsv
-from fairseq_pmlm.weights import tokenizer_files
+from fairseq_pmlm.text import tokenizer_files
 
 
 def binarize(text, destdir, srcdict, split):

@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import recipe_info  # noqa: E402,F401  (first: enters the plugin package without fairseq's import)
 
 # isort: split
-from fairseq_pmlm.interrupts import sigterm_as_interrupt  # noqa: E402
+from fairseq_pmlm.runtime.interrupts import sigterm_as_interrupt  # noqa: E402
 from fairseq_pmlm.symbols import SENTENCE_SEP  # noqa: E402
 
 PROG = "get_data.py"

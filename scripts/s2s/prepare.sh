@@ -3,7 +3,7 @@
 # text; all three splits, the same number of lines on both sides) -> the pre-training tokenizer
 # -> the pre-training dictionary on both sides -> DESTDIR/NAME in fairseq-preprocess's pair
 # layout (+ the tokenizer files, for detokenising and the hub). Streamed and in parallel
-# (fairseq_pmlm/data/text_to_databin.py). An empty line stays an (empty) example, so test
+# (fairseq_pmlm/data/databin/). An empty line stays an (empty) example, so test
 # outputs line up with the references. Lines end at \n only, as wc -l counts them (a \r before
 # it is dropped, any other \r is a space); text must be UTF-8 (else FILE:LINE: error). A sentence
 # separator [X_SEP] in a line (CNN/DailyMail targets of s2s/get_data.py) becomes one token, the

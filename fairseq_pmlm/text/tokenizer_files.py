@@ -108,7 +108,7 @@ def of_checkpoint(bpe, directory):
 
 class _WordPieceSymbols:
     """``encode(text, out_type=str)`` like sentencepiece's, giving the dictionary symbols of the
-    WordPiece pieces (weights/wordpiece.py), so code written for one tokenizer takes both."""
+    WordPiece pieces (wordpiece.py), so code written for one tokenizer takes both."""
 
     def __init__(self, tok):
         from .wordpiece import WordPieceEncoder

@@ -1,4 +1,4 @@
-"""``python -m fairseq_pmlm.distributed_train ARGS``: ``fairseq-train ARGS`` as one rank of a
+"""``python -m fairseq_pmlm.runtime.distributed_train ARGS``: ``fairseq-train ARGS`` as one rank of a
 data-parallel job started by ``torchrun`` (or by anything that sets torchrun's variables
 RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), on GPUs or on CPUs.
 
@@ -15,7 +15,8 @@ its ``distributed_init`` finds the group already formed and uses it.
 
 The other half is ``process_group_guard.py``: the model calls it, so that a plain
 ``fairseq-train`` under torchrun that formed no group stops instead of training alone.
-This module imports only torch at the top (tests load it by path, without fairseq).
+This module imports only torch at the top (tests load it by path, without fairseq). Its old
+name, ``python -m fairseq_pmlm.distributed_train``, still runs it (the package ``__init__``).
 """
 import datetime
 import logging
@@ -26,7 +27,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
-PROG = "fairseq_pmlm.distributed_train"
+PROG = "fairseq_pmlm.runtime.distributed_train"
 ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 logger = logging.getLogger(PROG)
 

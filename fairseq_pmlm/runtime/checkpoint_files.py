@@ -44,7 +44,7 @@ from fairseq import checkpoint_utils
 from fairseq.distributed import utils as distributed_utils
 from fairseq.file_io import PathManager
 
-from .errors import OneLineError
+from ..errors import OneLineError
 
 logger = logging.getLogger(__name__)
 SAVED = {}  # path (as fairseq names it) -> the update count of what this process last wrote there

@@ -1,6 +1,6 @@
 """WordPiece tokenisation: text -> the fairseq symbols of the pieces ``transformers.BertTokenizer``
 produces, one output line per input line (blank stays blank). The data recipes use its ids through
-``data/text_to_databin.py``; the hub and the tests use the symbols.
+``token_ids.py`` (the data-bin engine); the hub and the tests use the symbols.
 
 Pieces are written as the converted dictionary's symbols (``[CLS]`` -> ``<s>``, ``[UNK]`` ->
 ``<unk>``, ...), not as BERT spells them, so ``fairseq-preprocess --srcdict dict.txt`` gives

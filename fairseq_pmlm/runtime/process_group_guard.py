@@ -12,7 +12,7 @@ import os
 
 import torch.distributed as dist
 
-LAUNCHER = "fairseq_pmlm.distributed_train"
+LAUNCHER = "fairseq_pmlm.runtime.distributed_train"
 
 
 def require_process_group():

@@ -1,0 +1,134 @@
+"""``prepare_data.sh``'s recipe: documents -> one data-bin, or shards cut at document starts; the
+tokeniser a given or trained sentencepiece model (trained here, in a child process), or a BERT
+WordPiece vocabulary (its converted dictionary, or a given cut of it)."""
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from ...text.token_ids import lookup_table
+from . import PrepareError
+from .dictionary import check_dict_is_vocab_cut, dictionary_from_counts, load_dictionary, load_dictionary_text
+from .prepare import Preparer, check_output, print_stats
+from .reading import has_text, shard_plan
+from .workers import Workers
+from .writer import write_tokenizer_files
+
+
+def train_sentencepiece(files, model, vocab_size, prog):
+    import sentencepiece as spm
+
+    try:
+        spm.SentencePieceTrainer.train(
+            input=",".join(files), model_prefix=model[: -len(".model")], vocab_size=vocab_size,
+            model_type="bpe", character_coverage=1.0,
+            input_sentence_size=2_000_000, shuffle_input_sentence=True,  # a sample caps memory on big corpora
+            minloglevel=2,
+        )
+    except RuntimeError as e:
+        msg = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        if "Vocabulary size too high" in msg:  # "... Please set it to a value <= N."
+            raise PrepareError(f"--vocab-size {vocab_size} is too large for {', '.join(files)} "
+                               f"(sentencepiece: {msg[msg.index('Vocabulary size too high'):]})") from None
+        raise PrepareError(f"sentencepiece training on {', '.join(files)} failed: {msg}") from None
+
+
+def prepare_corpus(a):
+    """prepare_data.sh: documents -> DEST/NAME (one data-bin) or DEST/NAME/shard0..K-1."""
+    train_files = a.train
+    inputs = train_files + [a.valid] + [p for p in (a.spm_model, a.srcdict, a.wordpiece_vocab) if p]
+    for path in inputs:
+        if not os.path.isfile(path):
+            raise PrepareError(f"file not found: {path}")
+    if not any(has_text(p) for p in train_files):
+        raise PrepareError(f"training file has no text (only blank lines or empty): {', '.join(train_files)}")
+    if not has_text(a.valid):
+        raise PrepareError(f"validation file has no text (only blank lines or empty): {a.valid}")
+    if a.shards < 1:
+        raise PrepareError("--shards must be at least 1")
+    tmp_spm = None
+    if a.wordpiece_vocab:
+        spec = ("wp", os.path.abspath(a.wordpiece_vocab), {"cased": True, "uncased": False}.get(a.wordpiece_case))
+    else:
+        spec = ("spm", None, None)
+    prep = None
+    try:
+        if spec[0] == "spm":
+            if a.spm_model:
+                spec = ("spm", os.path.abspath(a.spm_model), None)
+            else:
+                check_output(os.path.abspath(a.out), a.force, inputs)
+                parent = os.path.dirname(os.path.abspath(a.out))
+                os.makedirs(parent, exist_ok=True)  # the trainer's temp dir goes there, before Preparer makes it
+                tmp_spm = tempfile.mkdtemp(prefix=".spm.", dir=parent)
+                model = os.path.join(tmp_spm, "spm.model")
+                print(f"prepare_data: training sentencepiece (bpe, vocab {a.vocab_size}) on {', '.join(train_files)}",
+                      flush=True)
+                # in a child process: the trainer's sample (up to 2M sentences, ~1 GB) is freed
+                # before the workers fork, instead of staying in every process
+                trainer = Workers(1)
+                try:
+                    trainer.call(train_sentencepiece, train_files, model, a.vocab_size, a.prog)
+                finally:  # on Ctrl-C or SIGTERM too: the trainer stops at once
+                    trainer.close()
+                spec = ("spm", model, None)
+        prep = Preparer(a.prog, a.out, spec, a.workers, a.force, inputs)
+        tok = prep.tokenizer
+        if spec[0] == "wp":
+            prep.say(f"{'cased' if tok.cased else 'uncased'} WordPiece of {a.wordpiece_vocab}, "
+                     f"{a.workers} worker(s)")
+        else:
+            prep.say(f"sentencepiece {a.spm_model or '(trained here)'}, {a.workers} worker(s)")
+        # shards: the training text cut at document boundaries into K pieces of about equal size
+        shard_ranges = shard_plan(train_files, a.shards)
+        shard_parts = []
+        counts = np.zeros(prep.eos_code + 1, dtype=np.int64)
+        for k, ranges in enumerate(shard_ranges):
+            parts = []
+            for path, start, end in ranges:
+                p, _, c = prep.encode(f"train{' shard %d' % k if a.shards > 1 else ''}", path, [(start, end)])
+                parts += p
+                counts += c
+            shard_parts.append(parts)
+        valid_parts, _, _ = prep.encode("valid", a.valid, [(0, os.path.getsize(a.valid))])
+        pieces = tok.pieces()
+        if a.srcdict:
+            dictionary = load_dictionary(a.srcdict)
+            if spec[0] == "wp":
+                check_dict_is_vocab_cut(dictionary, tok, a.srcdict, a.wordpiece_vocab)
+        elif spec[0] == "wp":
+            dictionary = load_dictionary_text(tok.mapping.dict_txt())
+        else:
+            dictionary = dictionary_from_counts(pieces, counts, prep.eos_code)
+        for reserved in ("[MASK]", "[P]"):  # a text piece spelled like the task's symbols would become them
+            if dictionary.indices.get(reserved, -1) >= dictionary.nspecial:
+                raise PrepareError(f"dict.txt already holds {reserved}")
+        table = lookup_table(pieces, dictionary)
+        built = os.path.join(prep.tmp, "out")
+        os.makedirs(built)
+        dirs = [built] if a.shards == 1 else [os.path.join(built, f"shard{k}") for k in range(a.shards)]
+        for k, d in enumerate(dirs):
+            os.makedirs(d, exist_ok=True)
+            dictionary.save(os.path.join(d, "dict.txt"))
+            write_tokenizer_files(spec, d)
+            stats = prep.write(shard_parts[k], table, os.path.join(d, "train"), len(dictionary))
+            if stats[0] == 0 or stats[1] == stats[0]:
+                raise PrepareError(f"shard {k} would hold no text: use fewer --shards than {a.shards} "
+                                   f"for {', '.join(train_files)}")
+            print_stats(prep, f"train{' shard %d' % k if a.shards > 1 else ''}", *stats)
+        print_stats(prep, "valid", *prep.write(valid_parts, table, os.path.join(dirs[0], "valid"),
+                                                   len(dictionary)))
+        prep.finish(built)
+        prep.close()
+        prep.summary()
+        final = [prep.out] if a.shards == 1 else [os.path.join(prep.out, f"shard{k}") for k in range(a.shards)]
+        prep.say(f"wrote {prep.out} ({len(dictionary) - dictionary.nspecial} dictionary entries"
+                 f"{', %d shards' % a.shards if a.shards > 1 else ''})")
+        if a.shards > 1:
+            prep.say(f"train with: fairseq-train {':'.join(final)} ...")
+    finally:
+        if prep is not None:
+            prep.close()
+        if tmp_spm:
+            shutil.rmtree(tmp_spm, ignore_errors=True)

@@ -1,0 +1,66 @@
+"""The data-bin engine's last stage: the workers' part files, in order, -> fairseq's mmap data-bin
+(``PREFIX.bin`` through the id -> dictionary-row table, ``PREFIX.idx`` written with numpy), and
+the tokenizer files a data directory holds beside its dictionary (``text/tokenizer_files.py``)."""
+import os
+import shutil
+import struct
+
+import numpy as np
+
+from ...text import tokenizer_files
+from .workers import part_dtype
+
+_IDX_MAGIC = b"MMIDIDX\x00\x00"
+_DTYPE_CODE = {np.dtype(np.uint16): 8, np.dtype(np.uint32): 9, np.dtype(np.int64): 5}  # fairseq's codes
+
+
+def write_databin(parts, table, prefix, n_symbols):
+    """Concatenate the parts (in order) into ``prefix``.bin/.idx, ids mapped through ``table``,
+    deleting each part once copied (the disk holds the data-bin plus one part, not two copies).
+    Returns (lines, tokens, unk count)."""
+    dtype = np.dtype(np.uint16 if n_symbols < 65500 else np.uint32)
+    unk = 3  # fairseq's Dictionary: <s> <pad> </s> <unk>
+    tokens = unks = lines = 0
+    with open(prefix + ".bin", "wb") as out:
+        for part in parts:
+            dtype_in = part_dtype(len(table) - 1)
+            ids = np.memmap(part + ".ids", dtype=dtype_in, mode="r") if os.path.getsize(part + ".ids") else []
+            for s in range(0, len(ids), 1 << 24):
+                rows = table[ids[s:s + (1 << 24)]]
+                unks += int(np.count_nonzero(rows == unk))
+                out.write(rows.astype(dtype).tobytes())
+            tokens += len(ids)
+            del ids
+            os.remove(part + ".ids")
+    lines = write_index(prefix + ".idx", [p + ".sizes" for p in parts], dtype)
+    for part in parts:
+        os.remove(part + ".sizes")
+    return lines, tokens, unks
+
+
+def write_index(path, sizes_files, dtype):
+    """fairseq's mmap ``.idx`` for items whose int32 sizes are in ``sizes_files`` (in order):
+    header, sizes, byte pointers; streamed file by file. Returns the number of items."""
+    lines = sum(os.path.getsize(f) // 4 for f in sizes_files)
+    with open(path, "wb") as idx:
+        idx.write(_IDX_MAGIC + struct.pack("<Q", 1) + struct.pack("<B", _DTYPE_CODE[np.dtype(dtype)]))
+        idx.write(struct.pack("<Q", lines))
+        for f in sizes_files:
+            idx.write(np.fromfile(f, dtype=np.int32).tobytes())
+        address = 0
+        for f in sizes_files:  # pointers: a running sum of the sizes in bytes
+            sizes = np.fromfile(f, dtype=np.int32).astype(np.int64) * np.dtype(dtype).itemsize
+            pointers = np.cumsum(sizes) - sizes + address
+            address += int(sizes.sum())
+            idx.write(pointers.tobytes())
+    return lines
+
+
+def write_tokenizer_files(spec, directory):
+    kind, path, cased = spec
+    if kind == "spm":
+        shutil.copy(path, os.path.join(directory, tokenizer_files.SENTENCEPIECE))
+    else:
+        shutil.copy(path, os.path.join(directory, tokenizer_files.WORDPIECE))
+        if cased is not None:
+            tokenizer_files.write_casing(directory, cased)
