@@ -36,7 +36,7 @@ def toy(tmp_path_factory):
            "--workers", "1")
     args = ["--pretrain-data", pre["data"], "--pairs", tmp / "pairs", "--refs", raw / "test.target",
             "--init", pre["checkpoint"], "--objectives", "ae,ae+par", "--seeds", "1", "--updates", "3",
-            "--ft-updates", "2", "--lanes", "1"]
+            "--ft-updates", "2", "--lanes", "2"]
     first = ablate(*args, out=tmp / "out")
     again = ablate(*args, out=tmp / "out")
     return tmp, pre, args, first, again
