@@ -71,6 +71,17 @@ def text_lines(path):
                                 "convert it, e.g. iconv -f latin1 -t utf-8") from None
 
 
+def json_lines(path):
+    """(line number, parsed value) of a JSON-lines file's non-blank lines; bad JSON -> DataError."""
+    for n, line in enumerate(text_lines(path), 1):
+        if not line.strip():
+            continue
+        try:
+            yield n, json.loads(line)
+        except ValueError as e:
+            raise DataError(f"{path}:{n}: not a JSON object ({e.msg})") from None
+
+
 def one_line(text):
     return " ".join(str(text or "").split())
 
@@ -89,13 +100,7 @@ def split_of(relative):
 def hf_rows(path, kind, fields):
     """(source, target sentences) of a Hugging Face split file, streamed."""
     if kind == "jsonl":
-        for n, line in enumerate(text_lines(path), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as e:
-                raise DataError(f"{path}:{n}: not a JSON object ({e.msg})") from None
+        for n, row in json_lines(path):
             missing = [f for f in fields if not isinstance(row, dict) or f not in row]
             if missing:
                 raise DataError(f"{path}:{n}: no {' / '.join(missing)} field (expected {', '.join(fields)})")
@@ -184,13 +189,7 @@ def s2sft_rows(json_path, gold_path):
     """(source, target) of an s2s-ft split: its JSON lines, the targets from ``gold_path`` when given."""
     gold = iter(text_lines(gold_path)) if gold_path else None
     n_gold = 0
-    for n, line in enumerate(text_lines(json_path), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as e:
-            raise DataError(f"{json_path}:{n}: not a JSON object ({e.msg})") from None
+    for n, row in json_lines(json_path):
         if not isinstance(row, dict) or "src" not in row:
             raise DataError(f"{json_path}:{n}: no src field (s2s-ft's files hold src and tgt)")
         if gold is not None:
