@@ -35,7 +35,7 @@ from dataclasses import fields, replace
 
 import torch
 
-from ..runtime.interrupts import sigterm_as_interrupt
+from ..runtime.interrupts import one_line_exit
 from ..text import tokenizer_files, vocab
 from . import checkpoint, layouts, released, s2sft
 from .export import FORMATS, export_checkpoint
@@ -323,33 +323,30 @@ def main(argv=None):
     # its own lines are printed below; of the log only warnings (force: importing fairseq has
     # already configured the root logger, at DEBUG)
     logging.basicConfig(format="convert_checkpoint: %(levelname)s: %(message)s", level=logging.WARNING, force=True)
-    sigterm_as_interrupt()  # the temporary output directory is removed on SIGTERM as on Ctrl-C
-    try:
-        if a.command == "import":
-            info = import_checkpoint(a.src, a.out, a.weights, a.config, a.vocab, a.arch, a.cased, a.zero_rel_pos,
-                                     a.force, a.layers, a.keep_pieces_of)
-            for note in info["notes"]:
-                print(f"convert_checkpoint: note: {note}")
-            if info["task"] != "pseudo_masked_lm":
-                print(f"convert_checkpoint: written for --task {info['task']}: decode it with s2s/generate.sh or "
-                      "the hub's sample()")
-            print(f"convert_checkpoint: {info['layout']} layout -> {a.out}/model.pt ({info['vocab_size']} rows, "
-                  f"{'cased' if info['cased'] else 'uncased'}; [P] "
-                  f"{'initialised from [MASK]' if info['pseudo_from_mask'] else 'from its own row'})")
-            print(f"convert_checkpoint: train with: --arch {info['arch']} {' '.join(info['flags'])}".rstrip())
-        else:
-            info = export_checkpoint(a.checkpoint, a.out, a.dict, a.vocab, a.force, a.format, a.pseudo_as_mask)
-            for note in info["notes"]:
-                print(f"convert_checkpoint: note: {note}")
-            print(f"convert_checkpoint: wrote {a.out} ({a.format}; {info['vocab_size']} tokens, "
-                  f"relative table: {info['rel_pos_buckets'] or 'none'})")
-    except (ConversionError, FileNotFoundError) as e:
-        print(f"convert_checkpoint.py: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("convert_checkpoint.py: interrupted: nothing written", file=sys.stderr)
-        return 130
-    return 0
+    # the temporary output directory is removed on SIGTERM as on Ctrl-C
+    return one_line_exit("convert_checkpoint.py", lambda: run(a), (ConversionError, FileNotFoundError), a.out)
+
+
+def run(a):
+    """The import or export ``a`` asks for, with its lines."""
+    if a.command == "import":
+        info = import_checkpoint(a.src, a.out, a.weights, a.config, a.vocab, a.arch, a.cased, a.zero_rel_pos,
+                                 a.force, a.layers, a.keep_pieces_of)
+        for note in info["notes"]:
+            print(f"convert_checkpoint: note: {note}")
+        if info["task"] != "pseudo_masked_lm":
+            print(f"convert_checkpoint: written for --task {info['task']}: decode it with s2s/generate.sh or "
+                  "the hub's sample()")
+        print(f"convert_checkpoint: {info['layout']} layout -> {a.out}/model.pt ({info['vocab_size']} rows, "
+              f"{'cased' if info['cased'] else 'uncased'}; [P] "
+              f"{'initialised from [MASK]' if info['pseudo_from_mask'] else 'from its own row'})")
+        print(f"convert_checkpoint: train with: --arch {info['arch']} {' '.join(info['flags'])}".rstrip())
+    else:
+        info = export_checkpoint(a.checkpoint, a.out, a.dict, a.vocab, a.force, a.format, a.pseudo_as_mask)
+        for note in info["notes"]:
+            print(f"convert_checkpoint: note: {note}")
+        print(f"convert_checkpoint: wrote {a.out} ({a.format}; {info['vocab_size']} tokens, "
+              f"relative table: {info['rel_pos_buckets'] or 'none'})")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import recipe_info  # noqa: E402,F401  (first: enters the plugin package without fairseq's import)
 
 # isort: split
-from fairseq_pmlm.runtime.interrupts import sigterm_as_interrupt  # noqa: E402
+from fairseq_pmlm.runtime.interrupts import one_line_exit  # noqa: E402
 from fairseq_pmlm.symbols import SENTENCE_SEP  # noqa: E402
 
 PROG = "get_data.py"
@@ -362,8 +362,12 @@ def main(argv=None):
     p.add_argument("--out", required=True, metavar="RAW", help="output directory, e.g. raw/cnndm")
     p.add_argument("--force", action="store_true", help="replace an existing RAW")
     a = p.parse_args(argv)
+    return one_line_exit(PROG, lambda: build(a), DataError, a.out)  # the temporary directory goes on SIGTERM too
+
+
+def build(a):
+    """get_data's work: RAW written through a temporary directory beside it (removed on any error)."""
     out = os.path.abspath(a.out)
-    sigterm_as_interrupt()  # the temporary directory goes on SIGTERM as on Ctrl-C
     tmp = None
     try:
         if os.path.lexists(out) and not a.force:
@@ -386,19 +390,9 @@ def main(argv=None):
             note = f" ({dropped:,} with an empty source or target dropped)" if dropped else ""
             print(f"get_data:   {split}: {kept:,} examples{note}")
         print(f"get_data: wrote {a.out}/{{train,valid,test}}.{{source,target}}, {a.out}/test.target.sentences")
-    except DataError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted: nothing written", file=sys.stderr)
-        return 130
-    except OSError as e:
-        print(f"{PROG}: error: {e.filename or a.out}: {e.strerror}", file=sys.stderr)
-        return 2
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    return 0
 
 
 if __name__ == "__main__":

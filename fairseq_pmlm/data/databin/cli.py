@@ -4,10 +4,9 @@
 line (exit status 2); Ctrl-C and SIGTERM print "interrupted: nothing written" (130)."""
 import argparse
 import os
-import sys
 import time
 
-from ...runtime.interrupts import sigterm_as_interrupt
+from ...runtime.interrupts import one_line_exit
 from . import PrepareError
 from .corpus import prepare_corpus
 from .pairs import prepare_pairs
@@ -40,16 +39,6 @@ def main(argv=None):
     # one tokenising thread per process, --workers processes: what --workers says is what runs
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
-    sigterm_as_interrupt()  # the temporary directory is removed on SIGTERM as on Ctrl-C
-    try:
-        (prepare_corpus if a.mode == "corpus" else prepare_pairs)(a)
-    except PrepareError as e:
-        print(f"{a.prog}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"{a.prog}: interrupted: nothing written", file=sys.stderr)
-        return 130
-    except OSError as e:
-        print(f"{a.prog}: error: {e.filename or a.out}: {e.strerror}", file=sys.stderr)
-        return 2
-    return 0
+    # the temporary directory is removed on SIGTERM as on Ctrl-C
+    return one_line_exit(a.prog, lambda: (prepare_corpus if a.mode == "corpus" else prepare_pairs)(a),
+                         PrepareError, a.out)
