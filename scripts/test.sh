@@ -2,6 +2,8 @@
 # The test suite: sets .venv up if needed (idempotent), lints (ruff with the rules of
 # pyproject.toml and shellcheck with those of .shellcheckrc: both must be clean), then runs pytest.
 # Extra arguments go to pytest: `bash scripts/test.sh -k masking -x`, `... tests/test_model.py`.
+# Test files run in PMLM_TEST_WORKERS processes (default 2, pytest-xdist, a file's tests in one
+# process so that its module fixtures are built once); PMLM_TEST_WORKERS=0 runs them in this one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup_env.sh
@@ -13,7 +15,7 @@ shellcheck "${shell_scripts[@]}" || { echo "test.sh: error: shellcheck failed (s
 paths=(tests)
 for arg in "$@"; do [[ $arg != -* && -e ${arg%%::*} ]] && paths=(); done
 set +e
-python -m pytest -q ${paths[@]+"${paths[@]}"} "$@"
+python -m pytest -q -n "${PMLM_TEST_WORKERS:-2}" --dist loadfile ${paths[@]+"${paths[@]}"} "$@"
 rc=$?
 # pytest's 5 means no test was collected: for CI that is a failure, not a pass
 [ $rc -eq 5 ] && echo "test.sh: error: no tests were collected" >&2
