@@ -132,7 +132,7 @@ def dictionary_mismatch(checkpoint, dict_file):
     """The one line saying that ``checkpoint`` was trained with another dictionary, or None."""
     import torch
 
-    from fairseq_pmlm.models.unilmv2 import dictionary_digest
+    from fairseq_pmlm.models.unilmv2 import dictionary_digest, dictionary_misfit
     from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
 
     try:
@@ -143,14 +143,10 @@ def dictionary_mismatch(checkpoint, dict_file):
     logging.disable(logging.INFO)  # the task's note on the dictionary: the runs print it
     dictionary = load_pmlm_dictionary(os.path.dirname(dict_file))
     logging.disable(logging.NOTSET)
-    rows = weights.get("transformer.embed_tokens.weight")
-    digest = weights.get("dictionary_digest")
-    if rows is not None and rows.size(0) != len(dictionary):
-        return (f"--init {checkpoint} has {rows.size(0)} embedding rows but {dict_file} + [MASK] + [P] makes "
-                f"{len(dictionary)}: a checkpoint of another dictionary (binarize with its dict.txt)")
-    if digest is not None and not torch.equal(digest, dictionary_digest(dictionary)):
-        return (f"--init {checkpoint} is a checkpoint of another dictionary than {dict_file} (same size, other "
-                f"symbols or order): binarize with its dict.txt")
+    misfit = dictionary_misfit(weights, dictionary_digest(dictionary), len(dictionary))
+    if misfit:
+        return (f"--init {checkpoint} was trained with another dictionary than {dict_file} + [MASK] + [P] ({misfit}): "
+                "a checkpoint of another dictionary (binarize with its dict.txt)")
     return None
 
 

@@ -118,6 +118,17 @@ def dictionary_digest(dictionary):
     return torch.tensor(list(h), dtype=torch.uint8)
 
 
+def dictionary_misfit(state_dict, digest, rows):
+    """How a checkpoint's weights disagree with a dictionary of ``rows`` rows (with [MASK] and [P])
+    and ``digest``: "N rows against M", "both M rows, other symbols or order", or None where they
+    fit (a checkpoint without a digest is judged by its embedding rows alone)."""
+    theirs, embed = state_dict.get("dictionary_digest"), state_dict.get("transformer.embed_tokens.weight")
+    their_rows = None if embed is None else embed.size(0)
+    if (theirs is None or torch.equal(theirs.cpu(), digest.cpu())) and their_rows in (None, rows):
+        return None
+    return f"{their_rows} rows against {rows}" if their_rows != rows else f"both {rows} rows, other symbols or order"
+
+
 @register_model("unilmv2", dataclass=UniLMv2Config)
 class UniLMv2Model(BaseFairseqModel):
     def __init__(self, cfg: UniLMv2Config, dictionary):
@@ -258,11 +269,9 @@ class UniLMv2Model(BaseFairseqModel):
         where it has no digest), naming it, the data's dictionary file and both sizes; None if it
         fits. fairseq-train asks before it loads anything (runtime/checkpoint_files.py: its trainer would
         replace any error raised while loading by "please ensure that the architectures match")."""
-        digest, embed = state_dict.get("dictionary_digest"), state_dict.get("transformer.embed_tokens.weight")
-        rows, mine = (None if embed is None else embed.size(0)), self.transformer.embed_tokens.weight.size(0)
-        if (digest is None or torch.equal(digest.cpu(), self.dictionary_digest.cpu())) and rows in (None, mine):
+        sizes = dictionary_misfit(state_dict, self.dictionary_digest, self.transformer.embed_tokens.weight.size(0))
+        if sizes is None:
             return None
-        sizes = f"{rows} rows against {mine}" if rows != mine else f"both {mine} rows, other symbols or order"
         ours = getattr(self, "dictionary_file", None) or "the task's dictionary"
         return (f"{checkpoint or 'the checkpoint'} was trained with a different dictionary than {ours} + [MASK] + "
                 f"[P] ({sizes}): binarize the data with the checkpoint's dictionary (fairseq-preprocess --srcdict)")
