@@ -21,7 +21,7 @@ import sys
 # isort: off
 from .runtime import checkpoint_files
 from . import criterions, models  # noqa: F401  (registers them)
-from .runtime import preemption, quiet, safe_exit
+from .runtime import fused_adam, preemption, quiet, safe_exit  # noqa: F401
 from . import scoring, tasks  # noqa: F401  (registers them)
 # isort: on
 from .runtime import interrupts, process_group_guard

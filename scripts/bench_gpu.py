@@ -10,9 +10,11 @@ At base size, same batch of full-length contexts, one full fairseq ``Trainer.tra
   - PMLM fp16 (fairseq's --fp16) vs bf16 (the plugin's --bf16-autocast);
   - decoding at XSum shapes (source 720, 48 steps, beam 5): unilmv2_base vs fairseq's bart_base.
 Prints one markdown table with the device, commit and ratios. ``--smoke``: the same code at
-tiny sizes (the test suite runs it on the CPU, so this script cannot rot).
+tiny sizes (the test suite runs it on the CPU, so this script cannot rot). ``--profile FILE``:
+also the top kernels of one PMLM AE+PAR fp16 update (torch.profiler, self device time) and the
+relative-position bias's own forward + backward time against the update's, written to FILE.
 
-    python scripts/bench_gpu.py [--smoke] [--peak-tflops 989]
+    python scripts/bench_gpu.py [--smoke] [--peak-tflops 989] [--profile FILE]
 """
 import argparse
 import os
@@ -110,8 +112,13 @@ def naive_batches(sample, pad, batch):
     return out, len(rows)
 
 
-def pretraining_rows(a, s, work, device, peak):
-    data = bench_pretrain.binarize(work, vocab=s["vocab"], docs=s["docs"])
+def pmlm_args(objective):
+    return ["--user-dir", os.path.join(REPO, "fairseq_pmlm"), "--task", "pseudo_masked_lm",
+            "--arch", "unilmv2_base", "--criterion", "pmlm", "--objective", objective]
+
+
+def common_args(s, data, device):
+    """(fairseq flags every pre-training run shares, each precision's flags)."""
     shape = ["--encoder-layers", str(s["layers"]), "--encoder-embed-dim", str(s["dim"]),
              "--encoder-ffn-embed-dim", str(s["ffn"]), "--encoder-attention-heads", str(s["heads"])]
     common = [data, "--optimizer", "adam", "--lr", "1e-4", "--max-tokens", "1000000", "--seed", "1",
@@ -120,8 +127,59 @@ def pretraining_rows(a, s, work, device, peak):
     # fairseq flattens the fp32 master copy onto torch.cuda.current_device(): CPU needs it unflattened
     precision_args = {"fp16": ["--fp16"] + (["--fp16-no-flatten-grads"] if device == "cpu" else []),
                       "bf16 autocast": ["--bf16-autocast"]}
-    pmlm = ["--user-dir", os.path.join(REPO, "fairseq_pmlm"), "--task", "pseudo_masked_lm",
-            "--arch", "unilmv2_base", "--criterion", "pmlm", "--objective", "ae+par"]
+    return common, precision_args
+
+
+def profile_update(s, data, device, path):
+    """The top kernels of one PMLM AE+PAR fp16 update (self time on the device: CUDA kernels on a
+    GPU, aten ops on a CPU) and the relative-position bias's forward + backward timed alone at the
+    update's shapes, as a share of the update: the check that no one op takes the update over."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from fairseq_pmlm.modules.attention_rule import TokenDescription
+
+    common, precision_args = common_args(s, data, device)
+    task, trainer = bench_pretrain.setup(common + pmlm_args("ae+par") + precision_args["fp16"])
+    sample = bench_pretrain.full_length_batch(task.dataset("train"), s["batch"], s["length"])
+    update = bench_pretrain.time_updates(trainer, sample, s["warmup"], s["steps"])
+    cuda = device == "cuda"
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        trainer.train_step([sample])
+        bench_pretrain.synchronize()
+    key = "self_device_time_total" if cuda else "self_cpu_time_total"
+    events = [e for e in prof.key_averages() if getattr(e, key) > 0]
+    total = sum(getattr(e, key) for e in events)
+    lines = [f"one PMLM AE+PAR fp16 update, {'CUDA kernels' if cuda else 'CPU ops'} by self time "
+             f"(total {total / 1e3:.1f} ms):", "", "| kernel | calls | ms | share |", "|---|---:|---:|---:|"]
+    for e in sorted(events, key=lambda e: getattr(e, key), reverse=True)[:15]:
+        name = e.key if len(e.key) <= 90 else e.key[:87] + "..."
+        lines.append(f"| {name.replace('|', '/')} | {e.count} | {getattr(e, key) / 1e3:.2f} | "
+                     f"{100 * getattr(e, key) / total:.1f}% |")
+    # the bias alone: both blocks of the attention plan, forward + backward
+    transformer = trainer.model.transformer
+    ni = {k: v.to(next(transformer.parameters()).device) for k, v in sample["net_input"].items() if torch.is_tensor(v)}
+    q = TokenDescription(ni["kinds"], ni["steps"], ni["positions"])
+    P = sample["net_input"]["prefix_len"]
+    dtype = next(transformer.parameters()).dtype
+
+    def bias_pass():
+        ctx, app = q.columns(0, P), q.columns(P)
+        out = [transformer.attention_bias(ctx, ctx, dtype), transformer.attention_bias(app, q, dtype)]
+        torch.autograd.backward([b for b in out], [torch.ones_like(b) for b in out])
+
+    bias = bench_pretrain.time_updates(Namespace(train_step=lambda _: bias_pass()), sample, 1, s["steps"])
+    lines += ["", f"relative-position bias (forward + backward, both attention blocks, timed alone): "
+                  f"{1000 * bias:.2f} ms of a {1000 * update:.1f} ms update = {100 * bias / update:.1f}% (target <= 3%)"]
+    text = "\n".join(lines)
+    with open(path, "w") as f:
+        f.write(text + "\n")
+    return text
+
+
+def pretraining_rows(a, s, work, device, peak):
+    data = bench_pretrain.binarize(work, vocab=s["vocab"], docs=s["docs"])
+    common, precision_args = common_args(s, data, device)
+    pmlm = pmlm_args("ae+par")
     roberta = ["--task", "masked_lm", "--arch", "roberta_base", "--criterion", "masked_lm",
                "--sample-break-mode", "none"]
 
@@ -156,6 +214,7 @@ def pretraining_rows(a, s, work, device, peak):
     rob = measure(roberta + precision_args["fp16"], roberta_batch, s["steps"])
     fp16 = measure(pmlm + precision_args["fp16"], pmlm_batch, s["steps"])
     bf16 = measure(pmlm + precision_args["bf16 autocast"], pmlm_batch, s["steps"])
+    ae = measure(pmlm_args("ae") + precision_args["fp16"], pmlm_batch, s["steps"])
 
     def naive(task):
         sample, _ = pmlm_batch(task)
@@ -168,7 +227,9 @@ def pretraining_rows(a, s, work, device, peak):
         ("PMLM AE+PAR (unilmv2_base)", "fp16", fp16,
          f"{fp16['seqs'] / rob['seqs']:.2f}x roberta's sequences/s (target >= 1)"),
         ("PMLM AE+PAR (unilmv2_base)", "bf16 autocast", bf16,
-         f"{bf16['seqs'] / fp16['seqs']:.2f}x PMLM fp16's sequences/s"),
+         f"{bf16['seqs'] / fp16['seqs']:.2f}x PMLM fp16's sequences/s (target >= 1)"),
+        ("PMLM AE only (unilmv2_base)", "fp16", ae,
+         f"{ae['seqs'] / rob['seqs']:.2f}x roberta's sequences/s (target >= 1.2)"),
         (f"naive: one cloze instance per factorization step ({per_example:.1f} per example)", "fp16", nv,
          f"PMLM fp16 is {fp16['seqs'] / nv['seqs']:.1f}x faster"),
     ]
@@ -216,6 +277,8 @@ def main(argv=None):
     p.add_argument("--smoke", action="store_true", help="tiny sizes (about a minute on a CPU)")
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="the device's dense fp16/bf16 peak, for MFU (default: known GPUs by name)")
+    p.add_argument("--profile", metavar="FILE", default=None,
+                   help="also write the top kernels of one PMLM update and the relative bias's share to FILE")
     a = p.parse_args(argv)
     s = SIZES["smoke" if a.smoke else "base"]
     device, name, peak = device_info(a.peak_tflops)
@@ -226,6 +289,7 @@ def main(argv=None):
     work = tempfile.mkdtemp(prefix="bench_gpu_")
     try:
         rows = pretraining_rows(a, s, work, device, peak) + decoding_rows(s, device)
+        profiled = profile_update(s, os.path.join(work, "bin"), device, a.profile) if a.profile else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     mfu = f"MFU against {peak / 1e12:.0f} TFLOP/s" if peak else "MFU: no known peak for this device (--peak-tflops)"
@@ -235,6 +299,8 @@ def main(argv=None):
     print(table(rows))
     print(f"\nanchor: {ANCHOR}. sequences/s: context sequences (pre-training), sentences (decoding); "
           "tokens/s: every computed token, PMLM's appended ones included (decoding: generated tokens)")
+    if profiled:
+        print(f"\n{profiled}\n\n(written to {a.profile})")
 
 
 if __name__ == "__main__":

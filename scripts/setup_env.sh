@@ -21,6 +21,61 @@ TORCH=$(grep -E '^torch==' "$REQ")
 mapfile -t NODEPS < <(grep -E '^[^#]+#\s*no-deps' "$REQ" | cut -d' ' -f1)
 want=$( (grep -vE '^\s*(#|$)' "$REQ"; cat "$ROOT/setup.py") | sha1sum | cut -d' ' -f1)
 
+if [ -n "${PMLM_WHEELS-}" ]; then
+  # A machine without a package index (a GPU machine with its own CUDA torch): its python and
+  # torch stay, and only what it lacks of requirements.txt (dev lines aside) comes from the
+  # folder of wheels (scripts/fetch_wheels.sh fills one), into a .venv that sees its packages.
+  wheel_error() { echo "setup_env: error: $*" >&2; exit 2; }
+  [ -d "$PMLM_WHEELS" ] || wheel_error "PMLM_WHEELS=$PMLM_WHEELS: no such directory"
+  PY=${PMLM_PYTHON:-python3}
+  "$PY" -c "import torch" 2> /dev/null ||
+    wheel_error "$PY cannot import torch (PMLM_WHEELS keeps the machine's torch; PMLM_PYTHON names another python)"
+  want=$( (grep -vE '^\s*(#|$)' "$REQ"; cat "$ROOT/setup.py"
+           "$PY" -c "import sys, torch; print(sys.executable, torch.__version__)") | sha1sum | cut -d' ' -f1)
+  if [ "$(cat "$STAMP" 2> /dev/null)" != "$want" ]; then
+    echo "setup_env: installing what $PY lacks from $PMLM_WHEELS (its torch stays)"
+    # a venv of that python that sees its packages: its site directories in a .pth, after the
+    # venv's own (--system-site-packages would show the base interpreter's, and the machine's
+    # python is often a venv itself)
+    rm -rf "$VENV"
+    "$PY" -m venv --without-pip "$VENV"
+    # shellcheck disable=SC1091
+    source "$VENV/bin/activate"
+    "$PY" -c "import site, sys; print('\n'.join(p for p in sys.path if p.endswith(('site-packages', 'dist-packages'))))" \
+      > "$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/machine-packages.pth"
+    rm -f "$STAMP"
+    # "NAME==VERSION deps|nodeps" of each requirement not installed at any version
+    mapfile -t missing < <(python "$ROOT/scripts/lib/missing_requirements.py" "$REQ")
+    deps=() nodeps=()
+    for m in ${missing[@]+"${missing[@]}"}; do
+      if [ "${m#* }" = nodeps ]; then nodeps+=("${m% *}"); else deps+=("${m% *}"); fi
+    done
+    echo "setup_env:   missing: ${deps[*]-} ${nodeps[*]-}"
+    wheels() {  # pip's failure as one line naming what the folder lacks
+      local log
+      log=$(python -m pip install -q --no-index --find-links "$PMLM_WHEELS" "$@" 2>&1) || {
+        lacks=$(echo "$log" | sed -n 's/.*No matching distribution found for //p' | head -1)
+        [ -n "$lacks" ] || { echo "$log" | tail -5 >&2; lacks="one of: $*"; }
+        wheel_error "$PMLM_WHEELS has no wheel of $lacks (fill it with scripts/fetch_wheels.py)"
+      }
+    }
+    if [ ${#deps[@]} -gt 0 ]; then wheels "${deps[@]}"; fi
+    if [ ${#nodeps[@]} -gt 0 ]; then wheels --no-deps "${nodeps[@]}"; fi
+    # the repository itself on the path, as an editable install puts it (nothing to build)
+    echo "$ROOT" > "$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/fairseq-pmlm.pth"
+    out=$(python -c "import torch, fairseq, fairseq_pmlm" 2>&1) || {
+      echo "$out" | tail -3 >&2
+      wheel_error "after installing from $PMLM_WHEELS, .venv cannot import fairseq_pmlm (see above: a wheel missing from the folder?)"
+    }
+    echo "$want" > "$STAMP"
+    echo "setup_env: done"
+  else
+    # shellcheck disable=SC1091
+    source "$VENV/bin/activate"
+  fi
+  return 0 2> /dev/null || exit 0
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup_env: creating $VENV"
   python3 -m venv "$VENV"

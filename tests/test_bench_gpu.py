@@ -14,6 +14,7 @@ ROWS = [  # (start of the run's name, precision)
     ("fairseq roberta_base masked_lm", "fp16"),
     ("PMLM AE+PAR", "fp16"),
     ("PMLM AE+PAR", "bf16 autocast"),
+    ("PMLM AE only", "fp16"),
     ("naive: one cloze instance per factorization step", "fp16"),
     ("decoding unilmv2", "fp16"),
     ("decoding fairseq bart_base", "fp16"),
@@ -22,17 +23,24 @@ SMOKE_CONTEXT = 64  # bench_gpu.py's smoke context length
 
 
 @pytest.fixture(scope="module")
-def output():
+def output(tmp_path_factory):
+    profile = tmp_path_factory.mktemp("profile") / "kernels.md"
     env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run(["bash", "scripts/bench_gpu.sh", "--smoke"], cwd=REPO, env=env,
+    proc = subprocess.run(["bash", "scripts/bench_gpu.sh", "--smoke", "--profile", str(profile)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return proc.stdout
+    return proc.stdout, profile.read_text()
 
 
 def parse(output):
-    lines = [line for line in output.splitlines() if line.startswith("|")]
+    """The comparison table: the first block of table lines (the profile's table comes later)."""
+    lines = []
+    for line in output.splitlines():
+        if line.startswith("|"):
+            lines.append(line)
+        elif lines:
+            break
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
     return cells[0], cells[2:]
 
@@ -41,7 +49,8 @@ def number(cell):
     return float(cell.replace(",", "").rstrip("%"))
 
 
-def test_prints_device_commit_and_one_table_of_the_six_comparisons(output):
+def test_prints_device_commit_and_one_table_of_the_seven_comparisons(output):
+    output, _ = output
     first = output.strip().splitlines()[0]
     assert first.startswith("device: ") and re.search(r"commit: [0-9a-f]{7,}", first), first
     header, rows = parse(output)
@@ -56,7 +65,7 @@ def test_prints_device_commit_and_one_table_of_the_six_comparisons(output):
 
 
 def test_ratios_are_the_ones_their_rows_give(output):
-    _, rows = parse(output)
+    _, rows = parse(output[0])
     seqs = [number(r[3]) for r in rows]
     times = [number(r[2]) for r in rows]
 
@@ -65,14 +74,27 @@ def test_ratios_are_the_ones_their_rows_give(output):
 
     assert ratio(rows[1]) == pytest.approx(seqs[1] / seqs[0], abs=0.011)  # PMLM vs roberta
     assert ratio(rows[2]) == pytest.approx(seqs[2] / seqs[1], abs=0.011)  # bf16 vs fp16
-    assert ratio(rows[3]) == pytest.approx(seqs[1] / seqs[3], rel=0.06)  # PMLM vs naive (1 decimal)
-    assert ratio(rows[4]) == pytest.approx(times[4] / times[5], rel=0.02)  # decoding vs bart_base
+    assert ratio(rows[3]) == pytest.approx(seqs[3] / seqs[0], abs=0.011)  # AE only vs roberta
+    assert ratio(rows[4]) == pytest.approx(seqs[1] / seqs[4], rel=0.06)  # PMLM vs naive (1 decimal)
+    assert ratio(rows[5]) == pytest.approx(times[5] / times[6], rel=0.02)  # decoding vs bart_base
 
 
 def test_tokens_count_the_appended_tokens_and_the_naive_copies(output):
-    _, rows = parse(output)
-    per_sequence = [number(r[4]) / number(r[3]) for r in rows[:4]]
+    _, rows = parse(output[0])
+    per_sequence = [number(r[4]) / number(r[3]) for r in rows[:5]]
     assert per_sequence[0] == pytest.approx(SMOKE_CONTEXT, rel=0.01)  # roberta: the context only
     assert per_sequence[1] > 1.1 * SMOKE_CONTEXT  # PMLM: context + [P]s + original copies
-    copies = float(re.search(r"\((\d+\.\d+) per example\)", rows[3][0]).group(1))
-    assert copies > 1 and per_sequence[3] == pytest.approx(copies * SMOKE_CONTEXT, rel=0.01)
+    assert per_sequence[3] == pytest.approx(SMOKE_CONTEXT, rel=0.01)  # AE only: nothing appended
+    copies = float(re.search(r"\((\d+\.\d+) per example\)", rows[4][0]).group(1))
+    assert copies > 1 and per_sequence[4] == pytest.approx(copies * SMOKE_CONTEXT, rel=0.01)
+
+
+def test_profile_names_the_top_kernels_of_one_update_and_the_relative_bias_share(output):
+    text, profile = output
+    assert profile.strip() in text  # printed and written
+    rows = [line for line in profile.splitlines() if line.startswith("| ") and not line.startswith("| kernel")]
+    shares = [number(r.split("|")[4].strip()) for r in rows]
+    assert 5 <= len(rows) <= 15 and shares == sorted(shares, reverse=True) and sum(shares) <= 100.5
+    assert "aten::mm" in profile  # the matmuls are among the top ops of an update on the CPU
+    m = re.search(r"relative-position bias .*: ([\d.]+) ms of a ([\d.]+) ms update = ([\d.]+)%", profile)
+    assert m and float(m.group(3)) == pytest.approx(100 * float(m.group(1)) / float(m.group(2)), abs=0.06)

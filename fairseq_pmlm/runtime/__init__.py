@@ -3,7 +3,7 @@ components: the one list (docs/DESIGN.md §8). Each item names the fairseq behav
 and the test that pins it.
 
 Installed by ``import fairseq_pmlm`` (what ``--user-dir`` does; the package ``__init__`` imports
-these four, in this order):
+these five, in this order):
 
 - ``quiet``: fairseq 0.12 drives Hydra and torch through deprecated APIs, so every command printed
   a dozen deprecation notices, and importing fairseq sets the root logger to DEBUG (Hydra's
@@ -31,6 +31,10 @@ these four, in this order):
   runs, SIGTERM and SIGUSR1 (which would kill fairseq at once) only set a flag; after the update
   the ranks agree, ``checkpoint_last.pt`` is saved and the process exits 128 + the signal number.
   Pinned by tests/test_preemption.py and tests/test_interrupts.py.
+- ``fused_adam``: replaces ``fairseq.optim.adam.get_fused_adam_class``: without apex, on a GPU,
+  ``--optimizer adam`` steps fp32 parameters (``--fp16``'s master copy, or fp32 training) with
+  torch's fused AdamW where fairseq ran its per-tensor Python loop; apex, if installed, keeps
+  precedence, and the CPU path is unchanged. Pinned by tests/test_fused_adam.py.
 
 Used by the commands that call them, not installed at import:
 

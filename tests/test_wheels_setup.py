@@ -1,0 +1,90 @@
+"""The set-up on a machine without a package index that has its own torch (a GPU machine):
+``PMLM_WHEELS=DIR scripts/setup_env.sh`` keeps that python's torch, installs from DIR only the
+requirements it lacks (dev lines skipped, no-deps lines without their dependencies), and names a
+wheel the folder lacks in one line. A copy of the set-up runs against a stand-in "machine": a
+python that sees this .venv's packages (torch, fairseq), with made-up requirements."""
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def build_wheel(tmp, name, requires=()):
+    src = tmp / f"src-{name}"
+    (src / name.replace("-", "_")).mkdir(parents=True)
+    (src / name.replace("-", "_") / "__init__.py").write_text("")
+    (src / "setup.py").write_text(
+        f"from setuptools import setup\nsetup(name={name!r}, version='1.0', packages=[{name.replace('-', '_')!r}], "
+        f"install_requires={list(requires)!r})\n")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "-w", str(tmp / "wheels"), str(src)], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("wheels")
+    # the machine's python: a plain venv that sees this .venv's packages through a .pth
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(tmp / "machine")], check=True)
+    site = subprocess.run([str(tmp / "machine/bin/python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    with open(os.path.join(site, "machine.pth"), "w") as f:
+        f.write(sysconfig.get_paths()["purelib"] + "\n")
+    repo = tmp / "repo"
+    shutil.copytree(os.path.join(REPO, "scripts"), repo / "scripts")
+    shutil.copy(os.path.join(REPO, "setup.py"), repo)
+    os.symlink(os.path.join(REPO, "fairseq_pmlm"), repo / "fairseq_pmlm")
+    (repo / "requirements.txt").write_text(textwrap.dedent("""\
+        torch==1.0.0
+        ve-fairseq==0.12.3  # no-deps
+        pmlm-probe==1.0
+        pmlm-probe-nodeps==1.0  # no-deps
+        pmlm-probe-dev==1.0  # dev
+        """))
+    build_wheel(tmp, "pmlm-probe")
+    build_wheel(tmp, "pmlm-probe-nodeps", requires=["pmlm-no-such-package"])
+    return tmp, repo
+
+
+def setup_env(repo, wheels, python):
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env.update(PMLM_WHEELS=str(wheels), PMLM_PYTHON=str(python),
+               PATH=os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if ".venv" not in p))
+    return subprocess.run(["bash", "scripts/setup_env.sh"], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_installs_only_the_missing_requirements_and_keeps_the_machines_torch(machine):
+    tmp, repo = machine
+    proc = setup_env(repo, tmp / "wheels", tmp / "machine/bin/python")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "missing: pmlm-probe==1.0 pmlm-probe-nodeps==1.0" in proc.stdout, proc.stdout
+    out = subprocess.run([str(repo / ".venv/bin/python"), "-c",
+                          "import torch, fairseq, fairseq_pmlm, pmlm_probe, pmlm_probe_nodeps, importlib.util as u;"
+                          "print(torch.__file__); print(u.find_spec('pmlm_probe_dev'))"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    import torch
+    torch_file, dev = out.stdout.split()
+    assert torch_file == torch.__file__  # the machine's torch, not a pinned one (the pin names another version)
+    assert dev == "None"  # dev lines are the suite's: not installed
+    again = setup_env(repo, tmp / "wheels", tmp / "machine/bin/python")
+    assert again.returncode == 0 and "installing" not in again.stdout  # set up once
+
+
+def test_a_wheel_missing_from_the_folder_is_one_line_naming_the_folder(machine, tmp_path):
+    tmp, repo = machine
+    shutil.rmtree(repo / ".venv", ignore_errors=True)
+    (tmp_path / "empty").mkdir()
+    proc = setup_env(repo, tmp_path / "empty", tmp / "machine/bin/python")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == (f"setup_env: error: {tmp_path / 'empty'} has no wheel of pmlm-probe==1.0 "
+                                   "(fill it with scripts/fetch_wheels.py)")
+    proc = setup_env(repo, tmp_path / "nowhere", tmp / "machine/bin/python")
+    assert proc.returncode == 2 and proc.stderr.strip() == f"setup_env: error: PMLM_WHEELS={tmp_path / 'nowhere'}: no such directory"
