@@ -20,10 +20,13 @@
 # Objectives (--objective of the pseudo_masked_lm task): ae (MLM), ar, par, ae+ar, ae+par (PMLM),
 # and none: no pre-training stage, the start fine-tuned as it is.
 # Pre-training: --updates updates of --batch-size sequences of --tokens-per-sample tokens, Adam,
-# lr --lr with 10% warmup and linear decay, dropout 0.1; the flags after -- go to every pre-training
-# run (they come last and override these). Fine-tuning: --ft-updates updates of --preset
-# (scripts/s2s/presets.sh) plus --ft-flags (fairseq-train flags: give them as --ft-flags='...', a value
-# that starts with -- needs the = form); decoding: the preset's beam. Seed s seeds both stages.
+# lr --lr with 10% warmup and linear decay, dropout 0.1; a start whose LM head is untrained (an
+# import of weights without one) trains the head alone for the first 50 of those updates, every
+# objective alike (the task's --head-warmup-updates default); the flags after -- go to every
+# pre-training run (they come last and override these: -- --head-warmup-updates 0 for none).
+# Fine-tuning: --ft-updates updates of --preset (scripts/s2s/presets.sh) plus --ft-flags
+# (fairseq-train flags: give them as --ft-flags='...', a value that starts with -- needs the =
+# form); decoding: the preset's beam. Seed s seeds both stages.
 # --lanes K runs K runs side by side, one thread each (2 on a 2-core machine; 1 on a GPU).
 #
 # Writes OUT/table.md (mean ROUGE-1/2/L over the seeds with their range, the ROUGE-L difference

@@ -250,3 +250,28 @@ def test_a_prefix_len_that_does_not_describe_the_batch_is_refused_with_its_value
     for bad in (0, T + 1, torch.tensor(p)):
         with pytest.raises(ValueError, match=rf"prefix_len must be an int in \[1, {T}\]"):
             hidden(model, ni, bad)
+
+
+def test_the_head_warm_up_finds_the_lm_heads_own_parameters_through_fairseqs_ddp_wrappers(dictionary):
+    """Under DDP the task gets the model twice wrapped ("module.module." names): the LM head's own
+    parameters (not the tied embedding) are still the ones the warm-up keeps, and the head's record
+    is the model's."""
+    from fairseq.distributed.module_proxy_wrapper import ModuleProxyWrapper
+
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
+    from fairseq_pmlm.tasks.pseudo_masked_lm import PseudoMaskedLMTask
+
+    class Wrapper(torch.nn.Module):  # what DistributedDataParallel adds: the model as .module
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+
+    model = UniLMv2Model(UniLMv2Config(encoder_layers=1, encoder_embed_dim=16, encoder_ffn_embed_dim=32,
+                                       encoder_attention_heads=2), dictionary)
+    wrapped = ModuleProxyWrapper(Wrapper(model))
+    assert next(iter(dict(wrapped.named_parameters()))).startswith("module.module.")
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert sorted(names[id(p)] for p in PseudoMaskedLMTask.head_parameters(wrapped)) == [
+        "transformer.lm_head.bias", "transformer.lm_head.dense.bias", "transformer.lm_head.dense.weight",
+        "transformer.lm_head.ln.bias", "transformer.lm_head.ln.weight"]
+    assert wrapped.lm_head_trained is model.lm_head_trained

@@ -155,18 +155,45 @@ def test_zero_relative_table_keeps_the_bert_outputs_and_loads_with_default_flags
     assert diff < 1e-5
 
 
-def test_bare_bert_model_without_head_converts_with_the_same_hidden_states(bert_dir, tmp_path, vocab_tokens):
-    hf = bert_dir[1].bert  # a BertModel: keys without "bert.", a pooler, no MLM head
-    hf.save_pretrained(tmp_path / "bare")
-    vocab.write_vocab(tmp_path / "bare" / "vocab.txt", vocab_tokens)
-    info = convert.import_checkpoint(str(tmp_path / "bare"), str(tmp_path / "out"))
+@pytest.fixture(scope="module")
+def bare_bert(tmp_path_factory, bert_dir, vocab_tokens):
+    """The import of a bare BertModel (keys without "bert.", a pooler, no MLM head), as
+    sentence-transformers' models ship: (BertModel, output directory, import info)."""
+    d = tmp_path_factory.mktemp("bare")
+    hf = bert_dir[1].bert
+    hf.save_pretrained(d / "bare")
+    vocab.write_vocab(d / "bare" / "vocab.txt", vocab_tokens)
+    info = convert.import_checkpoint(str(d / "bare"), str(d / "out"))
+    return hf, d / "out", info
+
+
+def test_bare_bert_model_without_head_converts_with_the_same_hidden_states(bare_bert, vocab_tokens):
+    hf, out, info = bare_bert
     assert any("no MLM head" in n for n in info["notes"])
-    model, _ = load_fairseq(tmp_path / "out")
+    model, _ = load_fairseq(out)
     ids, mask, types = batch(len(vocab_tokens), seed=13)
     with torch.no_grad():
         want = hf(input_ids=ids, attention_mask=mask.long(), token_type_ids=types).last_hidden_state
     h, _ = ours(model, fairseq_ids(ids, vocab.map_vocab(vocab_tokens))[0], mask, types)
     assert (h - want)[mask].abs().max().item() < 1e-5
+
+
+def test_the_import_records_whether_the_source_had_a_trained_lm_head(bare_bert, converted_bert):
+    assert torch.load(converted_bert[0] / "model.pt")["model"]["lm_head_trained"].item() is True
+    assert torch.load(bare_bert[1] / "model.pt")["model"]["lm_head_trained"].item() is False
+    assert load_fairseq(bare_bert[1])[0].lm_head_trained.item() is False
+
+
+def test_a_checkpoint_from_before_the_head_record_loads_with_its_head_counted_trained(bare_bert, tmp_path):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(bare_bert[1], old)
+    state = torch.load(old / "model.pt")
+    del state["model"]["lm_head_trained"]
+    torch.save(state, old / "model.pt")
+    model, _ = load_fairseq(old)  # strict loading: the record is filled in, as "trained" (no warm-up by default)
+    assert model.lm_head_trained.item() is True
 
 
 def test_dict_txt_rebuilds_the_converted_rows_and_the_checkpoint_digest(bert_dir, converted_bert, vocab_tokens):
@@ -406,11 +433,12 @@ def recipe(text, out, d):
 
 
 @pytest.fixture(scope="module")
-def jobs(tmp_path_factory, text, converted_bert):
+def jobs(tmp_path_factory, text, converted_bert, bare_bert):
     """The slow subprocesses, started in cli.py's two-worker pool as soon as the converted
     model exists (the first test asks for this fixture), so they run side by side and
     while the in-process tests do: the recipe, and fairseq-train from the converted
-    checkpoint (--finetune-from-model and --restore-file in one process) on the same text
+    checkpoints (--finetune-from-model and --restore-file; from the head-less import with
+    the default head warm-up, an explicit one and none; in one process) on the same text
     WordPiece-encoded and binarized in-process."""
     from fairseq_pmlm.text.wordpiece import WordPieceEncoder
 
@@ -422,10 +450,17 @@ def jobs(tmp_path_factory, text, converted_bert):
     for name, lines in zip(("train", "valid"), split_on_a_document_boundary(text)):
         (d / f"{name}.pieces").write_text("\n".join(enc.encode_lines(lines)) + "\n")
     data = cli.binarize(d / "train.pieces", d / "valid.pieces", d / "bin", srcdict=out / "dict.txt", in_process=True)
-    flags = ["--arch", info["arch"], *info["flags"], "--max-update", "1", "--no-save", "--log-interval", "1"]
-    runs = [(data, d / "ft", "--finetune-from-model", out / "model.pt", *flags),
-            (data, d / "rs", "--restore-file", out / "model.pt", *flags)]
-    return {"recipe": cli.submit(recipe, text, out, d), "training": cli.submit(cli.train_many, runs),
+    model = ["--arch", info["arch"], *info["flags"], "--log-interval", "1"]
+    flags = [*model, "--max-update", "1", "--no-save"]
+    # a checkpoint after every update (the same dictionary: the bare import's dict.txt is this one)
+    saved = [*model, "--no-epoch-checkpoints", "--save-interval-updates", "1", "--max-update", "2"]
+    bare = bare_bert[1] / "model.pt"
+    runs = [(data, d / "ft", "--finetune-from-model", out / "model.pt", *saved),
+            (data, d / "rs", "--restore-file", out / "model.pt", *flags),
+            (data, d / "bare_default", "--finetune-from-model", bare, *saved),
+            (data, d / "bare_1", "--finetune-from-model", bare, "--head-warmup-updates", "1", *saved),
+            (data, d / "bare_0", "--finetune-from-model", bare, "--head-warmup-updates", "0", *saved)]
+    return {"recipe": cli.submit(recipe, text, out, d), "training": cli.submit(cli.train_many, runs), "dir": d,
             "pairs": seq2seq_pairs(text, enc, out, d / "s2s")}
 
 
@@ -531,13 +566,71 @@ def test_fairseq_generate_with_bert_bpe_prints_detokenised_sources_and_targets(j
 def test_converted_checkpoint_trains_with_finetune_from_model_and_restore_file(jobs):
     import cli
 
-    finetune, restore = jobs["training"].result()
+    finetune, restore = jobs["training"].result()[:2]
     for proc in finetune, restore:
         assert proc.returncode == 0, proc.stdout[-3000:]
         first = cli.records(proc)[0]
         assert first["num_updates"] == "1" and 0 < float(first["loss"]) < 100
     assert "loading pretrained model" in finetune.stdout
     assert "Loaded checkpoint" in restore.stdout and "@ 0 updates" in restore.stdout
+
+
+HEAD_PARAMETERS = ["transformer.lm_head.bias", "transformer.lm_head.dense.bias", "transformer.lm_head.dense.weight",
+                   "transformer.lm_head.ln.bias", "transformer.lm_head.ln.weight"]
+
+
+def changed_after_each_update(start, save_dir):
+    """{update: (parameters changed since the start, its lm_head_trained record)} of a run that
+    saved after every update (the tied output projection is the embedding: counted once)."""
+    before = torch.load(start)["model"]
+    params = [k for k, v in before.items() if v.is_floating_point() and k != "transformer.lm_head.weight"]
+    out = {}
+    for path in save_dir.glob("checkpoint_*_*.pt"):
+        after = torch.load(path)["model"]
+        update = int(path.stem.rsplit("_", 1)[1])
+        out[update] = ({k for k in params if not torch.equal(after[k], before[k])}, after["lm_head_trained"].item())
+    return out, set(params)
+
+
+def test_a_start_without_a_trained_lm_head_trains_the_head_alone_by_default(jobs, bare_bert):
+    """The default warm-up (50 updates) on a head-less import: updates 1 and 2 change the LM
+    head's own parameters and nothing else, the checkpoints still record the head untrained (a
+    resume goes on with the warm-up), and the log says so."""
+    import cli
+
+    proc = jobs["training"].result()[2]
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    cli.log_line(proc, r"LM head is new: training it alone for the first 50 updates \(counted in --max-update")
+    cli.log_line(proc, r"--max-update 2: within the 50 head warm-up updates, only the LM head trains")
+    changed, _ = changed_after_each_update(bare_bert[1] / "model.pt", jobs["dir"] / "bare_default")
+    assert changed == {1: (set(HEAD_PARAMETERS), False), 2: (set(HEAD_PARAMETERS), False)}
+
+
+def test_an_explicit_head_warmup_sets_its_length_and_zero_turns_it_off(jobs, bare_bert):
+    """--head-warmup-updates 1: update 1 trains the head alone and ends the warm-up (the head is
+    recorded trained), update 2 trains everything; --head-warmup-updates 0: everything from update 1."""
+    import cli
+
+    one, zero = jobs["training"].result()[3:5]
+    assert one.returncode == 0 and zero.returncode == 0, one.stdout[-3000:] + zero.stdout[-3000:]
+    cli.log_line(one, r"LM head is new: training it alone for the first 1 update \(")
+    cli.log_line(zero, r"LM head is new: no head warm-up \(--head-warmup-updates 0\)")
+    changed, params = changed_after_each_update(bare_bert[1] / "model.pt", jobs["dir"] / "bare_1")
+    assert changed[1] == (set(HEAD_PARAMETERS), True)
+    assert changed[2][0] == params
+    changed, params = changed_after_each_update(bare_bert[1] / "model.pt", jobs["dir"] / "bare_0")
+    assert changed[1] == (params, True)
+
+
+def test_a_start_with_a_trained_lm_head_gets_no_warm_up_by_default(jobs, converted_bert):
+    """An import of a BertForMaskedLM (its MLM head came along): every parameter changes at update 1."""
+    import cli
+
+    proc = jobs["training"].result()[0]
+    cli.log_line(proc, r"LM head is trained \(or as new as the rest of the model\): no head warm-up")
+    changed, params = changed_after_each_update(converted_bert[0] / "model.pt", jobs["dir"] / "ft")
+    assert set(HEAD_PARAMETERS) < params
+    assert changed[1] == (params, True)
 
 
 def test_hub_interface_encodes_with_wordpiece_and_extracts_the_converted_features(converted_bert, text, vocab_tokens):

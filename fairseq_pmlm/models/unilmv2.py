@@ -26,6 +26,7 @@ from .heads import SentenceClassificationHead, SpanPredictionHead
 from .seq2seq_views import UniLMv2Decoder, UniLMv2Encoder
 
 HEAD_KINDS = ("classification_heads", "span_heads")
+LM_HEAD_TRAINED = "lm_head_trained"  # the state-dict record of a trained LM head (see __init__)
 PSEUDO_TOKENS = {"p": PSEUDO_SYMBOL, "mask": MASK_SYMBOL}  # --pseudo-token -> the symbol fed
 
 logger = logging.getLogger(__name__)
@@ -155,6 +156,10 @@ class UniLMv2Model(BaseFairseqModel):
         )
         # a checkpoint remembers its dictionary, so loading it with another one fails loudly
         self.register_buffer("dictionary_digest", dictionary_digest(dictionary))
+        # whether the LM head has trained on top of this body: the pre-training task warms an
+        # untrained one first (tasks/pseudo_masked_lm.py). The importer writes False for weights
+        # that came without a head; a model built here trains its head from its first update
+        self.register_buffer(LM_HEAD_TRAINED, torch.tensor(True))
         pseudo_idx = dictionary.index(PSEUDO_TOKENS[str(safe_getattr(cfg, "pseudo_token", "p"))])
         # task heads, registered by the fine-tuning tasks (fairseq's sentence_prediction, pmlm_squad)
         self.classification_heads = nn.ModuleDict()
@@ -237,9 +242,13 @@ class UniLMv2Model(BaseFairseqModel):
     def upgrade_state_dict_named(self, state_dict, name):
         """Task heads, as RoBERTa handles them: a head the checkpoint lacks (a pre-trained
         checkpoint has none) starts from this model's fresh weights; a checkpoint head of
-        other dimensions is dropped with a warning; one this model lacks is added to it."""
+        other dimensions is dropped with a warning; one this model lacks is added to it. And
+        the LM head's record (``lm_head_trained``), which older checkpoints lack."""
         super().upgrade_state_dict_named(state_dict, name)
         prefix = name + "." if name else ""
+        # a checkpoint from before the record: its head counts as trained, as it did then (no
+        # warm-up unless --head-warmup-updates asks), whatever wrote it
+        state_dict.setdefault(prefix + LM_HEAD_TRAINED, torch.tensor(True))
         for kind in HEAD_KINDS:
             heads = getattr(self, kind)
             start = f"{prefix}{kind}."

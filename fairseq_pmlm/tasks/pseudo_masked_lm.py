@@ -19,6 +19,8 @@ from .autocast import AutocastConfig, BF16AutocastMixin
 logger = logging.getLogger(__name__)
 
 OBJECTIVES = ["ae+par", "ae", "par", "ar", "ae+ar"]
+# --head-warmup-updates on an untrained LM head: docs/RESULTS.md measured 50 for AE and AE+PAR
+NEW_HEAD_WARMUP_UPDATES = 50
 
 
 def load_pmlm_dictionary(data, names=("dict.txt",)):
@@ -78,16 +80,16 @@ class PseudoMaskedLMConfig(AutocastConfig):
         default=0.1, metadata={"help": "probability that a masked context token is replaced by a random token"}
     )
     head_warmup_updates: int = field(
-        default=0,
+        default=-1,
         metadata={"help": "for the first N updates train only the LM head's own weights (dense, LayerNorm, "
                           "bias; the output projection is the tied embedding and stays): a fresh head, as on "
-                          "released weights without one, then sends its first, random gradients nowhere else"},
+                          "released weights without one, then sends its first, random gradients nowhere else. "
+                          f"-1 (default): {NEW_HEAD_WARMUP_UPDATES} when the start checkpoint's head is untrained "
+                          "(an import of weights that had none), else 0; 0: none. The warm-up updates are "
+                          "updates of the run: --max-update counts them"},
     )
+    max_update: int = II("optimization.max_update")
     seed: int = II("common.seed")
-
-
-# the LM head's own parameters: what --head-warmup-updates trains alone
-HEAD_PREFIX = "transformer.lm_head."
 
 
 @register_task("pseudo_masked_lm", dataclass=PseudoMaskedLMConfig)
@@ -97,6 +99,7 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
     def __init__(self, cfg: PseudoMaskedLMConfig, dictionary):
         super().__init__(cfg)
         self.dictionary = dictionary
+        self._head_warmup = None  # decided when training starts (head_warmup)
         self.mask_idx = dictionary.index(MASK_SYMBOL)
         self.pseudo_idx = dictionary.index(PSEUDO_SYMBOL)
         if not 0 <= cfg.mask_prob < 1 or not 0 <= cfg.block_mask_prob <= 1:
@@ -107,6 +110,8 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
             raise BadInput("--leave-unmasked-prob + --random-token-prob must be <= 1")
         if cfg.tokens_per_sample < 5:
             raise BadInput("--tokens-per-sample must be at least 5")
+        if cfg.head_warmup_updates < -1:
+            raise BadInput("--head-warmup-updates must be -1 (by the start's LM head), 0 (none) or N > 0")
 
     @classmethod
     def setup_task(cls, cfg: PseudoMaskedLMConfig, **kwargs):
@@ -116,14 +121,53 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
             check_shards(paths)
         return cls(cfg, dictionary)
 
+    def begin_epoch(self, epoch, model):
+        """fairseq calls this after it has loaded the start checkpoint: the head's record is read now."""
+        super().begin_epoch(epoch, model)
+        self.head_warmup(model)
+
+    def head_warmup(self, model):
+        """The number of first updates that train the LM head alone, decided once a run from the
+        flag and the loaded weights' record (models/unilmv2.py) and logged."""
+        if self._head_warmup is None:
+            n, trained = self.cfg.head_warmup_updates, bool(model.lm_head_trained)
+            # a model built here records its head trained: from random weights nothing is older than it
+            state = "trained (or as new as the rest of the model)" if trained else "new"
+            if n == -1:
+                n = 0 if trained else NEW_HEAD_WARMUP_UPDATES
+            if n == 0:
+                logger.info(f"LM head is {state}: no head warm-up"
+                            + ("" if trained else " (--head-warmup-updates 0)"))
+            else:
+                logger.info(f"LM head is {state}: training it alone for the first {n} update{'s' if n > 1 else ''} "
+                            "(counted in --max-update; --head-warmup-updates 0: none)")
+                if 0 < self.cfg.max_update <= n:
+                    logger.warning(f"--max-update {self.cfg.max_update}: within the {n} head warm-up updates, "
+                                   "only the LM head trains in this run")
+            self._head_warmup = n
+        return self._head_warmup
+
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
-        if update_num < self.cfg.head_warmup_updates:
-            # no gradient, no update: Adam skips a parameter whose .grad is None (weight decay too)
-            for name, p in model.named_parameters():
-                if not name.startswith(HEAD_PREFIX):
+        n = self.head_warmup(model)
+        if update_num < n:
+            # no gradient, no update: Adam skips a parameter whose .grad is None (weight decay too).
+            # By identity, not by name: under DDP the names gain the wrappers' "module." prefixes
+            head = {id(p) for p in self.head_parameters(model)}
+            for p in model.parameters():
+                if id(p) not in head:
                     p.grad = None
+        if update_num + 1 >= n:
+            # the head has had its warm-up (or needs none): a checkpoint saved from now on records it
+            # trained, so a start from it gets no warm-up, and a resume before this point goes on with it
+            model.lm_head_trained.fill_(True)
         return out
+
+    @staticmethod
+    def head_parameters(model):
+        """The LM head's own parameters (dense, LayerNorm, bias), not the tied output embedding."""
+        lm_head = model.transformer.lm_head  # fairseq's DDP wrappers pass attributes through
+        return [p for p in lm_head.parameters() if p is not model.transformer.embed_tokens.weight]
 
     def masking_config(self):
         c = self.cfg

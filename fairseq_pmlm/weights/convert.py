@@ -206,7 +206,7 @@ def read_text_lines(path):
 def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, arch=None, cased=None,
                       zero_rel_pos=None, force=False, layers=None, keep_pieces_of=None):
     """Convert; returns a dict describing what was written (arch, flags, notes)."""
-    from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
+    from fairseq_pmlm.models.unilmv2 import LM_HEAD_TRAINED, UniLMv2Config, UniLMv2Model
     from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
 
     if src in released.MODELS and not os.path.exists(src):
@@ -265,6 +265,8 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
         for k, v in tensors.items():
             full["transformer." + k] = v
         full["transformer.lm_head.weight"] = tensors["embed_tokens.weight"]
+        # the pre-training task warms a head the source did not have before it trains the rest
+        full[LM_HEAD_TRAINED] = torch.tensor("lm_head.bias" in tensors)
         model.load_state_dict(full, strict=True)
         checkpoint.save(checkpoint.checkpoint_state(cfg, model.state_dict()), os.path.join(tmp, "model.pt"))
     info = {"layout": layout, "arch": arch, "flags": checkpoint.model_flags(shape, arch), "cased": is_cased,

@@ -203,7 +203,8 @@ def to_plugin(state, shape: Shape):
         put("lm_head.bias", HEAD + "bias")
         _check_tied(src, out)
     else:
-        notes.append("no MLM head in the checkpoint (a bare BertModel): the LM head starts freshly initialised")
+        notes.append("no MLM head in the checkpoint (a bare BertModel): the LM head starts freshly initialised, "
+                     "recorded as untrained: pre-training from it trains the head alone first (--head-warmup-updates)")
     src.check_complete()
     want = expected_shapes(shape)
     for k, v in out.items():
