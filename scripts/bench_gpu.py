@@ -168,8 +168,9 @@ def profile_update(s, data, device, path):
         torch.autograd.backward([b for b in out], [torch.ones_like(b) for b in out])
 
     bias = bench_pretrain.time_updates(Namespace(train_step=lambda _: bias_pass()), sample, 1, s["steps"])
-    lines += ["", f"relative-position bias (forward + backward, both attention blocks, timed alone): "
-                  f"{1000 * bias:.2f} ms of a {1000 * update:.1f} ms update = {100 * bias / update:.1f}% (target <= 3%)"]
+    lines += ["", "relative-position bias (forward + backward, both attention blocks, timed alone): "
+                  f"{1000 * bias:.2f} ms of a {1000 * update:.1f} ms update = {100 * bias / update:.1f}% "
+                  "(target <= 3%)"]
     text = "\n".join(lines)
     with open(path, "w") as f:
         f.write(text + "\n")

@@ -87,4 +87,5 @@ def test_a_wheel_missing_from_the_folder_is_one_line_naming_the_folder(machine, 
     assert proc.stderr.strip() == (f"setup_env: error: {tmp_path / 'empty'} has no wheel of pmlm-probe==1.0 "
                                    "(fill it with scripts/fetch_wheels.py)")
     proc = setup_env(repo, tmp_path / "nowhere", tmp / "machine/bin/python")
-    assert proc.returncode == 2 and proc.stderr.strip() == f"setup_env: error: PMLM_WHEELS={tmp_path / 'nowhere'}: no such directory"
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"setup_env: error: PMLM_WHEELS={tmp_path / 'nowhere'}: no such directory"

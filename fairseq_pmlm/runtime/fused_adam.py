@@ -12,8 +12,8 @@ sqrt(1 - beta2^t) before adding eps where fairseq scales the step, i.e. eps is e
 in fairseq's form (1e-8 -> 0.45e-9 at step 1, -> 1e-8 as t grows); apex's FusedAdam differs from
 fairseq's loop as well.
 """
-import torch
 import fairseq.optim.adam as fairseq_adam
+import torch
 from fairseq.optim.fused_adam import get_fused_adam_class as apex_fused_adam_class
 
 
