@@ -73,8 +73,7 @@ if [ -n "${PMLM_WHEELS-}" ]; then
     # shellcheck disable=SC1091
     source "$VENV/bin/activate"
   fi
-  return 0 2> /dev/null || exit 0
-fi
+else  # a machine with a package index: the pinned stack, torch included
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup_env: creating $VENV"
@@ -111,4 +110,5 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ] || [ "${have_torch%%+*}" != "${T
   fi
   echo "$want" > "$STAMP"
   echo "setup_env: done"
+fi
 fi
