@@ -68,34 +68,17 @@ def test_no_module_imports_from_a_higher_floor():
     assert upward == []
 
 
-def test_old_import_paths_are_the_moved_modules():
-    """Scripts and notebooks written against the old layout keep working: one module, two names."""
-    code = ("import importlib, sys\n"
-            "for old, new in [a.split('=') for a in sys.argv[1:]]:\n"
-            "    assert importlib.import_module(old) is importlib.import_module(new), (old, new)\n"
-            "import fairseq_pmlm.checkpoint_files, fairseq_pmlm.runtime.checkpoint_files\n"
-            "assert fairseq_pmlm.checkpoint_files is fairseq_pmlm.runtime.checkpoint_files\n"
-            "from fairseq_pmlm.weights import tokenizer_files\n"
-            "assert tokenizer_files is sys.modules['fairseq_pmlm.text.tokenizer_files']\n")
-    moved = [f"fairseq_pmlm.{m}=fairseq_pmlm.runtime.{m}" for m in (
-        "checkpoint_files", "preemption", "safe_exit", "quiet", "interrupts", "process_group_guard",
-        "distributed_train")]
-    moved += [f"fairseq_pmlm.weights.{m}=fairseq_pmlm.text.{m}" for m in ("wordpiece", "tokenizer_files", "vocab")]
-    moved += ["fairseq_pmlm.data.input_text=fairseq_pmlm.text.input_text"]
-    subprocess.run([sys.executable, "-c", code, *moved], check=True, cwd=REPO)
-
-
-def test_the_launcher_runs_under_its_new_and_old_name_without_a_warning():
-    """``python -m`` of either name runs the launcher as __main__ (here: refusing to run outside
-    torchrun) and nothing else is printed: runpy would warn if the package's import had imported it."""
+def test_the_launcher_runs_without_a_warning():
+    """``python -m`` runs the launcher as __main__ (here: refusing to run outside torchrun) and
+    nothing else is printed: runpy would warn if the package's import had imported it."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "PYTHONWARNINGS")}
-    for name in ("fairseq_pmlm.runtime.distributed_train", "fairseq_pmlm.distributed_train"):
-        proc = subprocess.run([sys.executable, "-m", name, "data"], capture_output=True, text=True, cwd=REPO, env=env)
-        assert proc.returncode == 1, proc.stderr
-        assert proc.stderr.splitlines() == [
-            "fairseq_pmlm.runtime.distributed_train: error: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT "
-            "not set: start it with torchrun (see scripts/train_distributed.sh) or set RANK, WORLD_SIZE, "
-            "LOCAL_RANK, MASTER_ADDR, MASTER_PORT for every rank"], proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "fairseq_pmlm.runtime.distributed_train", "data"],
+                          capture_output=True, text=True, cwd=REPO, env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "fairseq_pmlm.runtime.distributed_train: error: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT "
+        "not set: start it with torchrun (see scripts/train_distributed.sh) or set RANK, WORLD_SIZE, "
+        "LOCAL_RANK, MASTER_ADDR, MASTER_PORT for every rank"], proc.stderr
 
 
 def test_symbols_arch_table_and_weight_helpers_import_without_fairseq():
