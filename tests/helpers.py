@@ -14,9 +14,10 @@ import numpy as np
 import torch
 from fairseq.data import Dictionary
 
+from fairseq_pmlm.arch import TransformerShape
 from fairseq_pmlm.data.blockwise_masking import MaskingConfig, build_example
 from fairseq_pmlm.data.pmlm_dataset import PseudoMaskedLMDataset
-from fairseq_pmlm.modules.transformer import TransformerShape, UniLMv2Transformer
+from fairseq_pmlm.modules.transformer import UniLMv2Transformer
 from fairseq_pmlm.symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 
 N_WORDS = 100
@@ -101,10 +102,12 @@ def collate(samples, d):
 
 
 def tiny_transformer(vocab, rel_pos_buckets=32, impl="sdpa", seed=0):
+    """``rel_pos_buckets`` None: no relative position bias."""
     torch.manual_seed(seed)
-    shape = TransformerShape(vocab_size=vocab, layers=2, dim=32, ffn_dim=64, heads=4,
-                             rel_pos_buckets=rel_pos_buckets, attention_impl=impl)
-    return UniLMv2Transformer(shape).eval()
+    shape = TransformerShape(encoder_layers=2, encoder_embed_dim=32, encoder_ffn_embed_dim=64,
+                             encoder_attention_heads=4, rel_pos_buckets=rel_pos_buckets or 32,
+                             no_rel_pos=rel_pos_buckets is None)
+    return UniLMv2Transformer(shape, vocab, impl).eval()
 
 
 def hidden(model, net_input, prefix_len="batch"):

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from fairseq_pmlm.arch import ARCH_SIZES, DEFAULTS, OPTION_DEFAULTS, SIZE_FIELDS
+from fairseq_pmlm.arch import ARCH_SIZES, SIZE_FIELDS, TransformerShape
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(REPO, "fairseq_pmlm")
@@ -92,11 +92,10 @@ def test_symbols_arch_table_and_weight_helpers_import_without_fairseq():
     assert proc.stdout.strip() == "[]"
 
 
-def test_registered_archs_and_every_model_default_come_from_the_arch_table():
+def test_registered_archs_and_the_model_shape_come_from_the_arch_table():
     from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY
 
     from fairseq_pmlm.models.unilmv2 import UniLMv2Config
-    from fairseq_pmlm.modules.transformer import TransformerShape
     from fairseq_pmlm.weights.checkpoint import model_flags, pick_arch
 
     # fairseq registers the model's own name as an arch too (sizes from the config's defaults)
@@ -105,14 +104,14 @@ def test_registered_archs_and_every_model_default_come_from_the_arch_table():
         args = SimpleNamespace()
         ARCH_CONFIG_REGISTRY[arch](args)
         assert tuple(getattr(args, f) for f in SIZE_FIELDS) == sizes
+    # the config's shape fields are the shape's (one declaration), the defaults unilmv2_base's
+    assert issubclass(UniLMv2Config, TransformerShape)
     config = {f.name: f.default for f in dataclasses.fields(UniLMv2Config)}
-    assert {k: config[k] for k in DEFAULTS} == DEFAULTS
-    shape = TransformerShape(vocab_size=10)
-    assert (shape.layers, shape.dim, shape.ffn_dim, shape.heads) == ARCH_SIZES["unilmv2_base"]
-    assert (shape.max_positions, shape.rel_pos_buckets, shape.dropout) == tuple(
-        OPTION_DEFAULTS[k] for k in ("max_positions", "rel_pos_buckets", "dropout"))
+    shape = {f.name: f.default for f in dataclasses.fields(TransformerShape)}
+    assert {k: config[k] for k in shape} == shape
+    assert tuple(shape[f] for f in SIZE_FIELDS) == ARCH_SIZES["unilmv2_base"]
     # a converted model of default options needs no option flag to be rebuilt
-    default = SimpleNamespace(**DEFAULTS)
+    default = TransformerShape()
     assert pick_arch(default) == "unilmv2_base" and model_flags(default, "unilmv2_base") == []
 
 
