@@ -1,4 +1,4 @@
-"""CNN/DailyMail end to end at toy size, as the README's section runs it: made-up articles as .story
+"""CNN/DailyMail end to end at toy size, as docs/SEQ2SEQ.md's section runs it: made-up articles as .story
 files with their split lists and as Hugging Face parquet -> get_data.py (the same raw files) ->
 s2s/prepare.sh (the separator one token, in the sentencepiece and the WordPiece path) ->
 finetune.sh --preset cnndm (3 updates of unilmv2_tiny) -> generate.sh --preset cnndm -> the
