@@ -29,9 +29,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from fairseq_pmlm.objectives import NAMES, objective
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROG = "ablate_objectives.sh"
-OBJECTIVES = ("none", "ae", "ar", "par", "ae+ar", "ae+par")  # the paper's Table 6 rows, plus no pre-training
+OBJECTIVES = ("none", *NAMES)  # the paper's Table 6 rows, plus no pre-training
 BOOTSTRAP_RESAMPLES = 1000
 
 
@@ -476,7 +478,7 @@ def plot_curves(a, objectives, seeds, path):
                 for line in f:
                     if "| valid | {" in line:
                         r = json.loads(line.split("| valid | ", 1)[1])
-                        key = "valid_ae_loss" if obj.startswith("ae") else "valid_par_loss"
+                        key = f"valid_{objective(obj).loss_parts[0]}_loss"
                         points.append((int(float(r["valid_num_updates"])), float(r[key])))
             points.sort()
             ax.plot(*zip(*points), color=f"C{k}", alpha=0.7, label=obj if seed == seeds[0] else None,

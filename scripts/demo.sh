@@ -22,7 +22,7 @@
 # FT_LR (the demo preset's, 5e-4), LAYERS (of the released model, 0,2,4), SEED (1), JOBS (2 on a
 # CPU, 1 on a GPU), OUT_DIR (outputs/demo). START=scratch pre-trains ARCH (default unilmv2_small)
 # from random initialisation for PRE_MINUTES (6) on a sentencepiece vocabulary instead, without
-# the released and MLM rows: on 2 CPU cores that stays in the unigram phase (README).
+# the released and MLM rows: on 2 CPU cores that stays in the unigram phase (docs/MAIN_JOB.md).
 #
 # Two cores: a small model trains ~1.5x faster as two single-threaded runs side by side than as
 # one two-threaded run, so with JOBS=2 the work goes in two lanes that do not need each other:

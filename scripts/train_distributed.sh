@@ -2,7 +2,7 @@
 # Data-parallel fairseq-train with this plugin: one process per GPU (or per CPU slot) on one or
 # more nodes, started by torchrun, each running `python -m fairseq_pmlm.runtime.distributed_train`
 # (fairseq-train that forms ONE process group from torchrun's variables, on GPUs or on CPUs;
-# plain fairseq-train does not, see README "Distributed training").
+# plain fairseq-train does not, see docs/PRETRAINING.md "Distributed training").
 #
 #   bash scripts/train_distributed.sh [--nproc N] [--nnodes M --node-rank R --master HOST[:PORT]]
 #        [--rdzv-timeout S] -- FAIRSEQ-TRAIN-ARGS

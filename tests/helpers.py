@@ -14,13 +14,15 @@ import numpy as np
 import torch
 from fairseq.data import Dictionary
 
+from fairseq_pmlm import objectives
+from fairseq_pmlm.arch import TransformerShape
 from fairseq_pmlm.data.blockwise_masking import MaskingConfig, build_example
 from fairseq_pmlm.data.pmlm_dataset import PseudoMaskedLMDataset
-from fairseq_pmlm.modules.transformer import TransformerShape, UniLMv2Transformer
+from fairseq_pmlm.modules.transformer import UniLMv2Transformer
 from fairseq_pmlm.symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 
 N_WORDS = 100
-OBJECTIVES = ["ae+par", "ae", "par", "ar", "ae+ar"]
+OBJECTIVES = list(objectives.NAMES)
 
 
 def make_dictionary(n_words=N_WORDS):
@@ -68,7 +70,7 @@ def random_documents(rng, d, n_docs, sents=(1, 8), words_per_sent=(3, 30)):
 
 def make_dataset(lines, d, tokens_per_sample=64, objective="ae+par", seed=1, **masking):
     return PseudoMaskedLMDataset(
-        FakeLines(lines, d.eos()), d, tokens_per_sample, MaskingConfig(**masking), objective,
+        FakeLines(lines, d.eos()), d, tokens_per_sample, MaskingConfig(**masking), objectives.objective(objective),
         d.index(MASK_SYMBOL), d.index(PSEUDO_SYMBOL), seed,
     )
 
@@ -88,7 +90,8 @@ def example(seed, context, segments, maskable, d, objective="ae+par", **masking)
     """``build_example`` with its own Generator(seed): the same seed gives the same masks."""
     cand = np.array([t for t in range(d.nspecial, len(d)) if t not in special_ids(d)], dtype=np.int64)
     ex = build_example(
-        np.random.default_rng(seed), context, segments, maskable, MaskingConfig(**masking), objective,
+        np.random.default_rng(seed), context, segments, maskable, MaskingConfig(**masking),
+        objectives.objective(objective),
         d.index(MASK_SYMBOL), d.index(PSEUDO_SYMBOL), d.pad(), cand,
     )
     return {k: torch.from_numpy(v) for k, v in ex.items()}
@@ -101,10 +104,12 @@ def collate(samples, d):
 
 
 def tiny_transformer(vocab, rel_pos_buckets=32, impl="sdpa", seed=0):
+    """``rel_pos_buckets`` None: no relative position bias."""
     torch.manual_seed(seed)
-    shape = TransformerShape(vocab_size=vocab, layers=2, dim=32, ffn_dim=64, heads=4,
-                             rel_pos_buckets=rel_pos_buckets, attention_impl=impl)
-    return UniLMv2Transformer(shape).eval()
+    shape = TransformerShape(encoder_layers=2, encoder_embed_dim=32, encoder_ffn_embed_dim=64,
+                             encoder_attention_heads=4, rel_pos_buckets=rel_pos_buckets or 32,
+                             no_rel_pos=rel_pos_buckets is None)
+    return UniLMv2Transformer(shape, vocab, impl).eval()
 
 
 def hidden(model, net_input, prefix_len="batch"):

@@ -1,7 +1,7 @@
 """A tiny pre-trained unilmv2 checkpoint and the GLUE and SQuAD recipes run from it, built once
 per session and shared by test_glue.py, test_squad.py and the recipes' smoke test
 (test_recipes.py): the data and the checkpoint are made the way a user makes them
-(scripts/prepare_data.sh, then the README's fairseq-train command), but on a 10-word language
+(scripts/prepare_data.sh, then docs/PRETRAINING.md's fairseq-train command), but on a 10-word language
 whose GLUE and SQuAD questions a tiny model can learn (the marker word ``zz``).
 """
 import importlib.util

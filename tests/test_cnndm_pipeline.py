@@ -1,4 +1,4 @@
-"""CNN/DailyMail end to end at toy size, as the README's section runs it: made-up articles as .story
+"""CNN/DailyMail end to end at toy size, as docs/SEQ2SEQ.md's section runs it: made-up articles as .story
 files with their split lists and as Hugging Face parquet -> get_data.py (the same raw files) ->
 s2s/prepare.sh (the separator one token, in the sentencepiece and the WordPiece path) ->
 finetune.sh --preset cnndm (3 updates of unilmv2_tiny) -> generate.sh --preset cnndm -> the
@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from fairseq_pmlm.data import text_to_databin as t2d
+from fairseq_pmlm.data.databin.cli import main as text_to_databin
 from fairseq_pmlm.symbols import SENTENCE_SEP
 
 import summary_fixtures as F
@@ -110,10 +110,10 @@ def test_the_separator_is_one_token_of_its_own_row_in_the_sentencepiece_path(raw
     # a sentencepiece tokenizer and dictionary trained here (prepare_data.sh's engine, in-process)
     text = tmp / "pretrain.txt"
     text.write_text("\n".join(s for rows in data.values() for _, body, _ in rows for s in body + [""]) + "\n")
-    assert t2d.main(["--out", str(tmp / "pre"), "corpus", "--train", str(text), "--valid", str(text),
+    assert text_to_databin(["--out", str(tmp / "pre"), "corpus", "--train", str(text), "--valid", str(text),
                      "--vocab-size", "90"]) == 0
     assert f"{SENTENCE_SEP} 0" in (tmp / "pre" / "dict.txt").read_text().splitlines()  # reserved by the corpus
-    assert t2d.main(["--out", str(tmp / "cnndm-spm"), "pairs", "--raw", str(tmp / "raw"), "--pretrain-data",
+    assert text_to_databin(["--out", str(tmp / "cnndm-spm"), "pairs", "--raw", str(tmp / "raw"), "--pretrain-data",
                      str(tmp / "pre")]) == 0
     raw = (tmp / "raw" / "test.target").read_text().splitlines()
     row = dictionary_row(tmp / "cnndm-spm", SENTENCE_SEP)

@@ -53,14 +53,14 @@ def test_same_chunks_as_the_reference_on_a_real_data_bin(real_sizes):
 @pytest.fixture(scope="module")
 def real_sizes(tmp_path_factory):
     """Line sizes of real text (stdlib docstrings, one sentence a line) binarized by the recipe's engine."""
-    from fairseq_pmlm.data import text_to_databin
+    from fairseq_pmlm.data.databin.cli import main as text_to_databin
 
     from helpers import stdlib_docstrings
 
     tmp = tmp_path_factory.mktemp("real")
     _, sentences = stdlib_docstrings(["json/__init__", "argparse", "collections/__init__", "textwrap", "csv"])
     (tmp / "train.txt").write_text("\n".join(sentences) + "\n")
-    rc = text_to_databin.main(["--out", str(tmp / "bin"), "corpus", "--train", str(tmp / "train.txt"),
+    rc = text_to_databin(["--out", str(tmp / "bin"), "corpus", "--train", str(tmp / "train.txt"),
                                "--valid", str(tmp / "train.txt"), "--vocab-size", "500"])
     assert rc == 0
     from fairseq.data import data_utils

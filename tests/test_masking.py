@@ -390,3 +390,12 @@ def test_dataset_examples_never_span_two_documents(d):
     for i in range(len(ds)):
         body = set(np.concatenate(ds.sentences(i)).tolist())
         assert len(body) == 1
+
+
+def test_the_objectives_are_the_papers_table_6():
+    """Which losses each objective trains (docs/DESIGN.md §3): AR is PAR with one-token blocks."""
+    from fairseq_pmlm.objectives import OBJECTIVES
+
+    assert {o.name: (o.loss_parts, o.one_token_blocks) for o in OBJECTIVES} == {
+        "ae": (("ae",), False), "ar": (("par",), True), "par": (("par",), False),
+        "ae+ar": (("ae", "par"), True), "ae+par": (("ae", "par"), False)}

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from fairseq_pmlm.arch import ARCH_SIZES, DEFAULTS, OPTION_DEFAULTS, SIZE_FIELDS
+from fairseq_pmlm.arch import ARCH_SIZES, SIZE_FIELDS, TransformerShape
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(REPO, "fairseq_pmlm")
@@ -49,7 +49,7 @@ def test_models_and_criteria_import_nothing_from_tasks_or_the_launcher():
 
 
 # the package's floors, low to high: a module imports only from its own floor or lower ones
-FLOORS = [{"symbols", "arch", "errors"}, {"runtime", "text"}, {"modules"}, {"data"},
+FLOORS = [{"symbols", "arch", "errors", "objectives"}, {"runtime", "text"}, {"modules"}, {"data"},
           {"models", "criterions", "scoring", "sequence_generator"}, {"tasks"}, {"weights"}]
 
 
@@ -68,34 +68,17 @@ def test_no_module_imports_from_a_higher_floor():
     assert upward == []
 
 
-def test_old_import_paths_are_the_moved_modules():
-    """Scripts and notebooks written against the old layout keep working: one module, two names."""
-    code = ("import importlib, sys\n"
-            "for old, new in [a.split('=') for a in sys.argv[1:]]:\n"
-            "    assert importlib.import_module(old) is importlib.import_module(new), (old, new)\n"
-            "import fairseq_pmlm.checkpoint_files, fairseq_pmlm.runtime.checkpoint_files\n"
-            "assert fairseq_pmlm.checkpoint_files is fairseq_pmlm.runtime.checkpoint_files\n"
-            "from fairseq_pmlm.weights import tokenizer_files\n"
-            "assert tokenizer_files is sys.modules['fairseq_pmlm.text.tokenizer_files']\n")
-    moved = [f"fairseq_pmlm.{m}=fairseq_pmlm.runtime.{m}" for m in (
-        "checkpoint_files", "preemption", "safe_exit", "quiet", "interrupts", "process_group_guard",
-        "distributed_train")]
-    moved += [f"fairseq_pmlm.weights.{m}=fairseq_pmlm.text.{m}" for m in ("wordpiece", "tokenizer_files", "vocab")]
-    moved += ["fairseq_pmlm.data.input_text=fairseq_pmlm.text.input_text"]
-    subprocess.run([sys.executable, "-c", code, *moved], check=True, cwd=REPO)
-
-
-def test_the_launcher_runs_under_its_new_and_old_name_without_a_warning():
-    """``python -m`` of either name runs the launcher as __main__ (here: refusing to run outside
-    torchrun) and nothing else is printed: runpy would warn if the package's import had imported it."""
+def test_the_launcher_runs_without_a_warning():
+    """``python -m`` runs the launcher as __main__ (here: refusing to run outside torchrun) and
+    nothing else is printed: runpy would warn if the package's import had imported it."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "PYTHONWARNINGS")}
-    for name in ("fairseq_pmlm.runtime.distributed_train", "fairseq_pmlm.distributed_train"):
-        proc = subprocess.run([sys.executable, "-m", name, "data"], capture_output=True, text=True, cwd=REPO, env=env)
-        assert proc.returncode == 1, proc.stderr
-        assert proc.stderr.splitlines() == [
-            "fairseq_pmlm.runtime.distributed_train: error: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT "
-            "not set: start it with torchrun (see scripts/train_distributed.sh) or set RANK, WORLD_SIZE, "
-            "LOCAL_RANK, MASTER_ADDR, MASTER_PORT for every rank"], proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "fairseq_pmlm.runtime.distributed_train", "data"],
+                          capture_output=True, text=True, cwd=REPO, env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "fairseq_pmlm.runtime.distributed_train: error: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT "
+        "not set: start it with torchrun (see scripts/train_distributed.sh) or set RANK, WORLD_SIZE, "
+        "LOCAL_RANK, MASTER_ADDR, MASTER_PORT for every rank"], proc.stderr
 
 
 def test_symbols_arch_table_and_weight_helpers_import_without_fairseq():
@@ -109,11 +92,10 @@ def test_symbols_arch_table_and_weight_helpers_import_without_fairseq():
     assert proc.stdout.strip() == "[]"
 
 
-def test_registered_archs_and_every_model_default_come_from_the_arch_table():
+def test_registered_archs_and_the_model_shape_come_from_the_arch_table():
     from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY
 
     from fairseq_pmlm.models.unilmv2 import UniLMv2Config
-    from fairseq_pmlm.modules.transformer import TransformerShape
     from fairseq_pmlm.weights.checkpoint import model_flags, pick_arch
 
     # fairseq registers the model's own name as an arch too (sizes from the config's defaults)
@@ -122,14 +104,14 @@ def test_registered_archs_and_every_model_default_come_from_the_arch_table():
         args = SimpleNamespace()
         ARCH_CONFIG_REGISTRY[arch](args)
         assert tuple(getattr(args, f) for f in SIZE_FIELDS) == sizes
+    # the config's shape fields are the shape's (one declaration), the defaults unilmv2_base's
+    assert issubclass(UniLMv2Config, TransformerShape)
     config = {f.name: f.default for f in dataclasses.fields(UniLMv2Config)}
-    assert {k: config[k] for k in DEFAULTS} == DEFAULTS
-    shape = TransformerShape(vocab_size=10)
-    assert (shape.layers, shape.dim, shape.ffn_dim, shape.heads) == ARCH_SIZES["unilmv2_base"]
-    assert (shape.max_positions, shape.rel_pos_buckets, shape.dropout) == tuple(
-        OPTION_DEFAULTS[k] for k in ("max_positions", "rel_pos_buckets", "dropout"))
+    shape = {f.name: f.default for f in dataclasses.fields(TransformerShape)}
+    assert {k: config[k] for k in shape} == shape
+    assert tuple(shape[f] for f in SIZE_FIELDS) == ARCH_SIZES["unilmv2_base"]
     # a converted model of default options needs no option flag to be rebuilt
-    default = SimpleNamespace(**DEFAULTS)
+    default = TransformerShape()
     assert pick_arch(default) == "unilmv2_base" and model_flags(default, "unilmv2_base") == []
 
 

@@ -36,12 +36,12 @@ def random_case(rng, d, lengths=(3, 45), **masking):
     return seed, ctx, seg, maskable, example(seed, ctx, seg, maskable, d, "ae+par", **masking)
 
 
-CONFIGS = {  # attention path, relative bias buckets, use the collated prefix_len (split plan)
+CONFIGS = {  # attention path, relative bias buckets (None: no bias), use the collated prefix_len (split plan)
     "sdpa-relpos-split": ("sdpa", 32, "batch"),
     "sdpa-relpos-dense": ("sdpa", 32, None),
     "reference-relpos": ("reference", 32, "batch"),
-    "sdpa-no-relpos": ("sdpa", 0, "batch"),
-    "reference-no-relpos-dense": ("reference", 0, None),
+    "sdpa-no-relpos": ("sdpa", None, "batch"),
+    "reference-no-relpos-dense": ("reference", None, None),
 }
 
 

@@ -17,7 +17,7 @@ import sys
 import pytest
 import torch
 
-from fairseq_pmlm.data import text_to_databin
+from fairseq_pmlm.data.databin.cli import main as text_to_databin
 
 from cli import ENV, REPO, USER_DIR, submit, train_args
 from helpers import stdlib_docstrings
@@ -42,7 +42,7 @@ def shards_of(root):
     (root / "train.txt").write_text("\n".join(sentences) + "\n")
     (root / "valid.txt").write_text("\n".join(sentences[:40]) + "\n")
     for name, vocab in (("data", "400"), ("other", "300")):
-        assert text_to_databin.main(["--out", str(root / name), "corpus", "--train", str(root / "train.txt"),
+        assert text_to_databin(["--out", str(root / name), "corpus", "--train", str(root / "train.txt"),
                                      "--valid", str(root / "valid.txt"), "--vocab-size", vocab, "--shards", "2"]) == 0
     return [root / "data" / "shard0", root / "data" / "shard1"], root / "other" / "shard1"
 
@@ -76,7 +76,7 @@ def training_cases(root, tiny_data, tiny_save):
              for name, shard in bad.items()}
     cases["positions"] = train_args(shards[0], root / "positions", "--max-update", "2", "--tokens-per-sample", "1024")
     # pre-training data with the dictionary of the tiny fine-tuned checkpoint, which --restore-file is given
-    assert text_to_databin.main(["--out", str(root / "pre"), "corpus", "--train", str(root / "valid.txt"),
+    assert text_to_databin(["--out", str(root / "pre"), "corpus", "--train", str(root / "valid.txt"),
                                  "--valid", str(root / "valid.txt"), "--spm-model", str(tiny_data / "spm.model"),
                                  "--srcdict", str(tiny_data / "dict.txt")]) == 0
     cases["restore_finetuned"] = train_args(root / "pre", root / "restore_finetuned", "--max-update", "2",

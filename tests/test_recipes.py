@@ -1,7 +1,7 @@
 """The CI smoke test of the recipes: every one of them, end to end, on tiny data, in the order a
 user runs them, each handing the next what it made:
 
-    prepare_data.sh -> pre-training (fairseq-train, the README's command) -> plot_curves.py
+    prepare_data.sh -> pre-training (fairseq-train, docs/PRETRAINING.md's command) -> plot_curves.py
     -> s2s/prepare.sh -> s2s/finetune.sh -> s2s/generate.sh (score.py)
     -> glue/prepare_glue.py -> glue/finetune_glue.sh
     -> squad/finetune_squad.sh (predict_squad.py) -> squad/evaluate_squad.py
@@ -78,7 +78,7 @@ def seq2seq_recipes(tmp, pre):
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("recipes")
-    pre = pretrained(tmp_path_factory)  # prepare_data.sh, then the README's fairseq-train
+    pre = pretrained(tmp_path_factory)  # prepare_data.sh, then docs/PRETRAINING.md's fairseq-train
     s2s = submit(seq2seq_recipes, tmp, pre)
     glue, squad = glue_recipe(tmp_path_factory), squad_recipe(tmp_path_factory)
     done = {}  # the recipes run here, with the user's environment (shown warnings and all)

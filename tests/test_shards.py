@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from fairseq_pmlm.data import text_to_databin
+from fairseq_pmlm.data.databin.cli import main as text_to_databin
 from fairseq_pmlm.tasks.pseudo_masked_lm import PseudoMaskedLMConfig, PseudoMaskedLMTask
 
 from helpers import stdlib_docstrings
@@ -18,7 +18,7 @@ def sharded(tmp_path_factory):
     (tmp / "train.txt").write_text("\n".join(sentences) + "\n")
     (tmp / "valid.txt").write_text("\n".join(sentences[:40]) + "\n")
     for name, vocab in (("data", "400"), ("other", "300")):
-        assert text_to_databin.main(["--out", str(tmp / name), "corpus", "--train", str(tmp / "train.txt"),
+        assert text_to_databin(["--out", str(tmp / name), "corpus", "--train", str(tmp / "train.txt"),
                                      "--valid", str(tmp / "valid.txt"), "--vocab-size", vocab, "--shards", "2"]) == 0
     return tmp
 

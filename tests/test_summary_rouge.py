@@ -53,7 +53,7 @@ def mean(values):
 
 
 def report(name, ours, theirs, keys):
-    """Max |mean difference| over ``keys`` (printed: the figures the README quotes)."""
+    """Max |mean difference| over ``keys`` (printed: the figures docs/SEQ2SEQ.md quotes)."""
     diffs = {k: abs(mean(ours[k]) - mean(theirs[k])) for k in keys}
     worst = {k: max(abs(a - b) for a, b in zip(ours[k], theirs[k])) for k in keys}
     print(f"\n{name}: |mean difference| {diffs}, max per example {worst}, {len(ours[keys[0]])} examples")

@@ -11,8 +11,8 @@ import time
 import pytest
 import sentencepiece as spm
 
-from fairseq_pmlm.data import text_to_databin as t2d
 from fairseq_pmlm.data.databin import reading
+from fairseq_pmlm.data.databin.cli import main as text_to_databin
 from fairseq_pmlm.symbols import SENTENCE_SEP
 
 from cli import binarize
@@ -51,7 +51,7 @@ def minilm_vocab(tmp_path_factory):
 
 def prepare(out, *args, workers=1, force=False):
     argv = ["--out", str(out), "--workers", str(workers)] + (["--force"] if force else []) + list(map(str, args))
-    return t2d.main(argv)
+    return text_to_databin(argv)
 
 
 def reference_pieces(corpus, tmp, encode):
@@ -187,8 +187,8 @@ def test_memory_stays_bounded_as_the_input_grows(corpus, tmp_path):
     peaks = []
     for copies in (1, 8):
         (tmp_path / f"t{copies}.txt").write_bytes(text * copies)
-        code = ("import resource, sys; from fairseq_pmlm.data import text_to_databin as t; "
-                "rc = t.main(sys.argv[1:]); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
+        code = ("import resource, sys; from fairseq_pmlm.data.databin.cli import main; "
+                "rc = main(sys.argv[1:]); print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
         proc = subprocess.run([sys.executable, "-c", code, "--out", str(tmp_path / f"o{copies}"), "corpus",
                                "--train", str(tmp_path / f"t{copies}.txt"), "--valid", str(corpus / "valid.txt"),
                                "--spm-model", str(corpus / "spm.model")], capture_output=True, text=True, cwd=REPO)

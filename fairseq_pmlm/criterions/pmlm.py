@@ -13,6 +13,10 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
 from ..modules.attention_rule import CONTEXT, PSEUDO
+from ..objectives import LOSS_PARTS
+
+# the token kind each loss part predicts at
+PART_KINDS = dict(zip(LOSS_PARTS, (CONTEXT, PSEUDO), strict=True))
 
 
 @dataclass
@@ -31,7 +35,7 @@ class PMLMCriterion(FairseqCriterion):
         nll = F.cross_entropy(logits.float(), target, reduction="none")
         correct = logits.argmax(-1).eq(target)
         out = {"ntokens": sample["ntokens"], "nsentences": sample["nsentences"]}
-        for name, kind in (("ae", CONTEXT), ("par", PSEUDO)):
+        for name, kind in PART_KINDS.items():
             sel = kinds.eq(kind)
             out[f"{name}_loss"] = nll[sel].sum().detach()
             out[f"{name}_correct"] = correct[sel].sum()
@@ -49,7 +53,7 @@ class PMLMCriterion(FairseqCriterion):
 
         sample_size = total("sample_size")
         metrics.log_scalar("loss", total("loss") / max(sample_size, 1) / math.log(2), sample_size, round=3)
-        for name in ("ae", "par"):
+        for name in LOSS_PARTS:
             count = total(f"{name}_count")
             if count == 0:
                 continue

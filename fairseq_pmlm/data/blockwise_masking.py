@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..modules.attention_rule import CONTEXT, ORIGINAL, PSEUDO
+from ..objectives import Objective
 
 
 @dataclass
@@ -64,23 +65,22 @@ def corrupt(rng, tokens, positions, cfg: MaskingConfig, mask_idx, random_candida
     return out
 
 
-def build_example(rng, context, segments, maskable, cfg, objective, mask_idx, pseudo_idx, pad_idx, random_candidates):
+def build_example(rng, context, segments, maskable, cfg, objective: Objective, mask_idx, pseudo_idx, pad_idx,
+                  random_candidates):
     """Context (uncorrupted token ids, with specials) -> one PMLM training example.
 
-    ``objective``: "ae", "par", "ar", "ae+ar" or "ae+par". AR = PAR with blocks of length 1.
+    ``objective``: which parts the example holds (``objectives.py``).
     Returns a dict of equally long int64 arrays: tokens, positions, segments, kinds, steps,
     target (pad where no loss). Layout: context, then per step i: its [P]s, then copies of
     its original tokens, each with the position/segment id of the context token it stands for.
     """
-    ae = objective.startswith("ae")
-    par = objective != "ae"
-    if objective in ("ar", "ae+ar"):
+    if objective.one_token_blocks:
         cfg = MaskingConfig(**{**cfg.__dict__, "block_prob": 0.0})
     blocks = sample_blocks(rng, maskable, cfg)
     masked = np.concatenate([np.arange(p, p + n) for p, n in blocks]) if blocks else np.zeros(0, np.int64)
     n = len(context)
     target = np.full(n, pad_idx, dtype=np.int64)
-    if ae:
+    if objective.ae:
         target[masked] = context[masked]
     parts = {
         "tokens": [corrupt(rng, context, masked, cfg, mask_idx, random_candidates)],
@@ -90,7 +90,7 @@ def build_example(rng, context, segments, maskable, cfg, objective, mask_idx, ps
         "steps": [np.zeros(n, dtype=np.int64)],
         "target": [target],
     }
-    if par:
+    if objective.par:
         for step, (p, n) in enumerate(blocks, start=1):
             span = np.arange(p, p + n)
             original = context[span]

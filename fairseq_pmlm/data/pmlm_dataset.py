@@ -8,6 +8,7 @@ import torch
 from fairseq.data import FairseqDataset, data_utils
 
 from ..modules.attention_rule import CONTEXT, PAD
+from ..objectives import Objective
 from ..symbols import random_token_candidates
 from .blockwise_masking import MaskingConfig, build_example
 from .complete_batches import CompleteBatchesMixin
@@ -17,8 +18,8 @@ logger = logging.getLogger(__name__)
 
 
 class PseudoMaskedLMDataset(CompleteBatchesMixin, FairseqDataset):
-    def __init__(self, lines, dictionary, tokens_per_sample, masking: MaskingConfig, objective, mask_idx, pseudo_idx,
-                 seed, split="train"):
+    def __init__(self, lines, dictionary, tokens_per_sample, masking: MaskingConfig, objective: Objective, mask_idx,
+                 pseudo_idx, seed, split="train"):
         self.lines = lines
         self.dictionary = dictionary
         self.masking = masking
@@ -38,7 +39,7 @@ class PseudoMaskedLMDataset(CompleteBatchesMixin, FairseqDataset):
         body = self.index.lengths
         self._sizes = body + 3  # context length: [SOS] S1 [EOS] S2 [EOS]
         # batching estimate of the appended part (two tokens per masked token), rounded up
-        appended = (2 * np.ceil(masking.mask_prob * body) + 6).astype(np.int64) * (objective != "ae")
+        appended = (2 * np.ceil(masking.mask_prob * body) + 6).astype(np.int64) * objective.par
         self._num_tokens = self._sizes + appended
         self.random_candidates = random_token_candidates(dictionary)
 

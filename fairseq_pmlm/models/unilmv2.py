@@ -15,10 +15,10 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 from fairseq.utils import safe_getattr
 
-from ..arch import ARCH_SIZES, DEFAULTS, SIZE_FIELDS
+from ..arch import ARCH_SIZES, SIZE_FIELDS, TransformerShape
 from ..errors import BadInput
 from ..modules.attention_rule import CONTEXT
-from ..modules.transformer import TransformerShape, UniLMv2Transformer
+from ..modules.transformer import UniLMv2Transformer
 from ..runtime import checkpoint_files
 from ..runtime.process_group_guard import require_process_group
 from ..symbols import FAIRSEQ_MASK_SYMBOL, MASK_SYMBOL, PSEUDO_SYMBOL
@@ -33,24 +33,8 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class UniLMv2Config(FairseqDataclass):
-    # defaults: fairseq_pmlm/arch.py (the archs set the four sizes)
-    encoder_layers: int = field(default=DEFAULTS["encoder_layers"], metadata={"help": "number of layers"})
-    encoder_embed_dim: int = field(default=DEFAULTS["encoder_embed_dim"], metadata={"help": "hidden size"})
-    encoder_ffn_embed_dim: int = field(default=DEFAULTS["encoder_ffn_embed_dim"], metadata={"help": "FFN inner size"})
-    encoder_attention_heads: int = field(default=DEFAULTS["encoder_attention_heads"],
-                                         metadata={"help": "attention heads"})
-    dropout: float = field(default=DEFAULTS["dropout"], metadata={"help": "dropout probability"})
-    attention_dropout: float = field(default=DEFAULTS["attention_dropout"], metadata={"help": "attention dropout"})
-    max_positions: int = field(default=DEFAULTS["max_positions"], metadata={"help": "learned absolute positions"})
-    type_vocab_size: int = field(default=DEFAULTS["type_vocab_size"], metadata={"help": "number of segment ids"})
-    layernorm_eps: float = field(default=DEFAULTS["layernorm_eps"], metadata={"help": "LayerNorm epsilon (BERT's)"})
-    rel_pos_buckets: int = field(default=DEFAULTS["rel_pos_buckets"], metadata={"help": "relative position buckets"})
-    max_rel_distance: int = field(default=DEFAULTS["max_rel_distance"],
-                                  metadata={"help": "relative position max distance"})
-    no_rel_pos: bool = field(
-        default=False, metadata={"help": "disable the relative position bias ('-- rel pos' ablation)"}
-    )
+class UniLMv2Config(FairseqDataclass, TransformerShape):
+    # the Transformer's shape (--encoder-layers etc.) is TransformerShape's fields (fairseq_pmlm/arch.py)
     pooler_dropout: float = field(
         default=0.1, metadata={"help": "dropout of the sentence classification head (after the [SOS] pooler)"}
     )
@@ -137,23 +121,7 @@ class UniLMv2Model(BaseFairseqModel):
         self.cfg = cfg
         dictionary = model_dictionary(dictionary)
         self.pad, self.bos, self.eos = dictionary.pad(), dictionary.bos(), dictionary.eos()
-        self.transformer = UniLMv2Transformer(
-            TransformerShape(
-                vocab_size=len(dictionary),
-                layers=cfg.encoder_layers,
-                dim=cfg.encoder_embed_dim,
-                ffn_dim=cfg.encoder_ffn_embed_dim,
-                heads=cfg.encoder_attention_heads,
-                max_positions=cfg.max_positions,
-                type_vocab_size=cfg.type_vocab_size,
-                dropout=cfg.dropout,
-                attention_dropout=cfg.attention_dropout,
-                layernorm_eps=cfg.layernorm_eps,
-                rel_pos_buckets=0 if cfg.no_rel_pos else cfg.rel_pos_buckets,
-                max_rel_distance=cfg.max_rel_distance,
-                attention_impl=str(cfg.attention_impl),
-            )
-        )
+        self.transformer = UniLMv2Transformer(TransformerShape.of(cfg), len(dictionary), str(cfg.attention_impl))
         # a checkpoint remembers its dictionary, so loading it with another one fails loudly
         self.register_buffer("dictionary_digest", dictionary_digest(dictionary))
         # whether the LM head has trained on top of this body: the pre-training task warms an
@@ -177,6 +145,9 @@ class UniLMv2Model(BaseFairseqModel):
         if pseudo != "p" and safe_getattr(task.cfg, "_name", None) == "pseudo_masked_lm":
             raise BadInput(f"--pseudo-token {pseudo} is for sequence-to-sequence fine-tuning (--task "
                            "pmlm_seq2seq): pre-training appends [P] tokens")
+        if not cfg.no_rel_pos and cfg.rel_pos_buckets < 1:
+            raise BadInput(f"--rel-pos-buckets {cfg.rel_pos_buckets}: need at least 1 (--no-rel-pos turns the "
+                           "relative position bias off)")
         need = safe_getattr(task.cfg, "tokens_per_sample", None)
         if need is not None and need > cfg.max_positions:
             raise BadInput(f"--tokens-per-sample {need} exceeds the model's --max-positions {cfg.max_positions}")

@@ -6,36 +6,18 @@ and the permission mask are combined once per forward into one additive tensor t
 every layer reuses.
 """
 import math
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..arch import DEFAULTS
+from ..arch import TransformerShape
 from .attention_rule import CONTEXT, TokenDescription, attention_allowed
 from .relative_position import relative_position_bucket
 
 # bound of the relative-position bias: half of fp16's largest finite value (65504)
 BIAS_LIMIT = torch.finfo(torch.float16).max / 2
-
-
-@dataclass
-class TransformerShape:  # defaults: fairseq_pmlm/arch.py (UniLMv2Config's names on the right)
-    vocab_size: int
-    layers: int = DEFAULTS["encoder_layers"]
-    dim: int = DEFAULTS["encoder_embed_dim"]
-    ffn_dim: int = DEFAULTS["encoder_ffn_embed_dim"]
-    heads: int = DEFAULTS["encoder_attention_heads"]
-    max_positions: int = DEFAULTS["max_positions"]
-    type_vocab_size: int = DEFAULTS["type_vocab_size"]
-    dropout: float = DEFAULTS["dropout"]
-    attention_dropout: float = DEFAULTS["attention_dropout"]
-    layernorm_eps: float = DEFAULTS["layernorm_eps"]
-    rel_pos_buckets: int = DEFAULTS["rel_pos_buckets"]  # 0 disables the relative position bias
-    max_rel_distance: int = DEFAULTS["max_rel_distance"]
-    attention_impl: str = "sdpa"  # "sdpa" (fused kernels) or "reference" (explicit softmax)
 
 
 class PlanBlock(NamedTuple):
@@ -49,17 +31,18 @@ class PlanBlock(NamedTuple):
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, s: TransformerShape):
+    def __init__(self, s: TransformerShape, impl):
         super().__init__()
-        assert s.dim % s.heads == 0, "dim must be a multiple of heads"
-        self.heads, self.head_dim = s.heads, s.dim // s.heads
+        dim, heads = s.encoder_embed_dim, s.encoder_attention_heads
+        assert dim % heads == 0, "encoder_embed_dim must be a multiple of encoder_attention_heads"
+        self.heads, self.head_dim = heads, dim // heads
         # separate q/k/v projections keep Hugging Face BERT weights importable as they are
-        self.query = nn.Linear(s.dim, s.dim)
-        self.key = nn.Linear(s.dim, s.dim)
-        self.value = nn.Linear(s.dim, s.dim)
-        self.out = nn.Linear(s.dim, s.dim)
+        self.query = nn.Linear(dim, dim)
+        self.key = nn.Linear(dim, dim)
+        self.value = nn.Linear(dim, dim)
+        self.out = nn.Linear(dim, dim)
         self.dropout = s.attention_dropout
-        self.impl = s.attention_impl
+        self.impl = impl
 
     def _split(self, x):
         B, T, _ = x.shape
@@ -115,13 +98,14 @@ def reference_attention(q, kv_segments, attn_bias, dropout_p=0.0, training=False
 class Block(nn.Module):
     """Post-LN layer as in BERT: x = LN(x + Attn(x)); x = LN(x + FFN(x))."""
 
-    def __init__(self, s: TransformerShape):
+    def __init__(self, s: TransformerShape, impl):
         super().__init__()
-        self.attn = SelfAttention(s)
-        self.attn_ln = nn.LayerNorm(s.dim, eps=s.layernorm_eps)
-        self.fc1 = nn.Linear(s.dim, s.ffn_dim)
-        self.fc2 = nn.Linear(s.ffn_dim, s.dim)
-        self.ffn_ln = nn.LayerNorm(s.dim, eps=s.layernorm_eps)
+        dim, ffn_dim = s.encoder_embed_dim, s.encoder_ffn_embed_dim
+        self.attn = SelfAttention(s, impl)
+        self.attn_ln = nn.LayerNorm(dim, eps=s.layernorm_eps)
+        self.fc1 = nn.Linear(dim, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, dim)
+        self.ffn_ln = nn.LayerNorm(dim, eps=s.layernorm_eps)
         self.drop = nn.Dropout(s.dropout)
 
     def forward(self, x, plan, past_kv=None):
@@ -136,29 +120,32 @@ class LMHead(nn.Module):
 
     def __init__(self, s: TransformerShape, embed_weight):
         super().__init__()
-        self.dense = nn.Linear(s.dim, s.dim)
-        self.ln = nn.LayerNorm(s.dim, eps=s.layernorm_eps)
+        self.dense = nn.Linear(s.encoder_embed_dim, s.encoder_embed_dim)
+        self.ln = nn.LayerNorm(s.encoder_embed_dim, eps=s.layernorm_eps)
         self.weight = embed_weight
-        self.bias = nn.Parameter(torch.zeros(s.vocab_size))
+        self.bias = nn.Parameter(torch.zeros(embed_weight.size(0)))
 
     def forward(self, x):
         return F.linear(self.ln(F.gelu(self.dense(x))), self.weight) + self.bias
 
 
 class UniLMv2Transformer(nn.Module):
-    def __init__(self, s: TransformerShape):
+    """``attention_impl``: "sdpa" (PyTorch's fused kernels) or "reference" (explicit softmax)."""
+
+    def __init__(self, s: TransformerShape, vocab_size, attention_impl="sdpa"):
         super().__init__()
-        self.shape = s
-        self.embed_tokens = nn.Embedding(s.vocab_size, s.dim)
-        self.embed_positions = nn.Embedding(s.max_positions, s.dim)
-        self.embed_segments = nn.Embedding(s.type_vocab_size, s.dim)
-        self.embed_ln = nn.LayerNorm(s.dim, eps=s.layernorm_eps)
+        self.shape, self.attention_impl = s, attention_impl
+        dim = s.encoder_embed_dim
+        self.embed_tokens = nn.Embedding(vocab_size, dim)
+        self.embed_positions = nn.Embedding(s.max_positions, dim)
+        self.embed_segments = nn.Embedding(s.type_vocab_size, dim)
+        self.embed_ln = nn.LayerNorm(dim, eps=s.layernorm_eps)
         self.drop = nn.Dropout(s.dropout)
         # Linear(buckets -> heads, no bias) as in the paper/s2s-ft; used as a lookup table
         self.rel_pos_bias = (
-            nn.Linear(s.rel_pos_buckets, s.heads, bias=False) if s.rel_pos_buckets > 0 else None
+            None if s.no_rel_pos else nn.Linear(s.rel_pos_buckets, s.encoder_attention_heads, bias=False)
         )
-        self.layers = nn.ModuleList([Block(s) for _ in range(s.layers)])
+        self.layers = nn.ModuleList([Block(s, attention_impl) for _ in range(s.encoder_layers)])
         self.lm_head = LMHead(s, self.embed_tokens.weight)
         self.apply(self._init_weights)
 

@@ -15,8 +15,7 @@ its ``distributed_init`` finds the group already formed and uses it.
 
 The other half is ``process_group_guard.py``: the model calls it, so that a plain
 ``fairseq-train`` under torchrun that formed no group stops instead of training alone.
-This module imports only torch at the top (tests load it by path, without fairseq). Its old
-name, ``python -m fairseq_pmlm.distributed_train``, still runs it (the package ``__init__``).
+This module imports only torch at the top (tests load it by path, without fairseq).
 """
 import datetime
 import logging

@@ -9,6 +9,7 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
 
+from .. import objectives
 from ..data.blockwise_masking import MaskingConfig
 from ..data.databin_checks import check_complete, check_shards
 from ..data.pmlm_dataset import PseudoMaskedLMDataset
@@ -18,7 +19,6 @@ from .autocast import AutocastConfig, BF16AutocastMixin
 
 logger = logging.getLogger(__name__)
 
-OBJECTIVES = ["ae+par", "ae", "par", "ar", "ae+ar"]
 # --head-warmup-updates on an untrained LM head: docs/RESULTS.md measured 50 for AE and AE+PAR
 NEW_HEAD_WARMUP_UPDATES = 50
 
@@ -60,7 +60,7 @@ class PseudoMaskedLMConfig(AutocastConfig):
     tokens_per_sample: int = field(
         default=512, metadata={"help": "max context length, [SOS] S1 [EOS] S2 [EOS]"}
     )
-    objective: ChoiceEnum(OBJECTIVES) = field(
+    objective: ChoiceEnum(list(objectives.NAMES)) = field(
         default="ae+par",
         metadata={"help": "pre-training objective (paper Table 6 ablations): ae+par (PMLM), "
                           "ae, par, ar (blocks of length 1), ae+ar"},
@@ -193,7 +193,8 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         try:
             dataset = PseudoMaskedLMDataset(
                 lines, self.dictionary, self.cfg.tokens_per_sample, self.masking_config(),
-                str(self.cfg.objective), self.mask_idx, self.pseudo_idx, self.cfg.seed, split=split,
+                objectives.objective(str(self.cfg.objective)), self.mask_idx, self.pseudo_idx, self.cfg.seed,
+                split=split,
             )
         except ValueError as e:  # name the file the user has to fix
             raise BadInput(f"{split_path}: {e}") from None

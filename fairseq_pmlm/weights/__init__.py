@@ -12,12 +12,5 @@ checkpoints (docs/DESIGN.md §7). Nothing here registers fairseq components, so 
 
 The vocabulary mapping (a BERT ``vocab.txt`` <-> the fairseq dictionary's row order), WordPiece
 and the tokenizer files beside a dictionary are ``text/`` (the data recipes, tasks and hub use
-them too); their old paths here (``fairseq_pmlm.weights.vocab``, ``.wordpiece``,
-``.tokenizer_files``) are the same modules.
+them too).
 """
-import sys
-
-from ..text import tokenizer_files, vocab, wordpiece
-
-for _module in (tokenizer_files, vocab, wordpiece):
-    sys.modules[f"{__name__}.{_module.__name__.rsplit('.', 1)[1]}"] = _module

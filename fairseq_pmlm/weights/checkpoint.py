@@ -11,10 +11,11 @@ import os
 import shutil
 import tempfile
 from contextlib import contextmanager
+from dataclasses import fields
 
 import torch
 
-from ..arch import ARCH_SIZES, OPTION_DEFAULTS, SIZE_FIELDS
+from ..arch import ARCH_SIZES, SIZE_FIELDS, TransformerShape
 from .layouts import ConversionError
 
 USER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,19 +37,18 @@ def pick_arch(shape, requested=None):
     return next((a for a, s in ARCH_SIZES.items() if s == sizes), "unilmv2")
 
 
-def model_flags(shape, arch):
-    """The fairseq-train model flags that rebuild exactly this model (besides ``--arch``)."""
+def model_flags(shape: TransformerShape, arch):
+    """The fairseq-train model flags that rebuild exactly this model (besides ``--arch``): the sizes
+    where no arch names them, and every other field that differs from its default."""
     flags = []
     if arch == "unilmv2":
         flags += [f"--{f.replace('_', '-')}={getattr(shape, f)}" for f in SIZE_FIELDS]
-    for f, default in OPTION_DEFAULTS.items():
-        v = getattr(shape, f)
-        if f in ("rel_pos_buckets", "max_rel_distance") and shape.rel_pos_buckets == 0:
+    unused = ("rel_pos_buckets", "max_rel_distance") if shape.no_rel_pos else ()
+    for f in fields(TransformerShape):
+        v = getattr(shape, f.name)
+        if f.name in SIZE_FIELDS or f.name in unused or v == f.default:
             continue
-        if v != default:
-            flags.append(f"--{f.replace('_', '-')}={v}")
-    if shape.rel_pos_buckets == 0:
-        flags.append("--no-rel-pos")
+        flags.append(f"--{f.name.replace('_', '-')}" + ("" if isinstance(v, bool) else f"={v}"))
     return flags
 
 
@@ -56,8 +56,6 @@ def flags_of_checkpoint(path):
     """``--arch A [flags]`` that rebuild the model of a checkpoint saved by fairseq-train or
     the converter, for ``--finetune-from-model`` (which takes the weights, not the arch).
     Reads the cfg only (torch's memory-mapped load: no fairseq import, no tensor copies)."""
-    from types import SimpleNamespace
-
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as e:  # noqa: BLE001  (any unreadable file: one line naming it)
@@ -65,9 +63,7 @@ def flags_of_checkpoint(path):
     model = ((state.get("cfg") or {}).get("model") or {}) if isinstance(state, dict) else {}
     if not str(model.get("_name", "")).startswith("unilmv2"):
         raise ConversionError(f"{path} is not a unilmv2 checkpoint (its model is {model.get('_name')!r})")
-    shape = SimpleNamespace(**{k: model[k] for k in (*SIZE_FIELDS, *OPTION_DEFAULTS)})
-    if model.get("no_rel_pos"):
-        shape.rel_pos_buckets = 0
+    shape = TransformerShape.of(model)
     arch = pick_arch(shape)
     return ["--arch", arch, *model_flags(shape, arch)]
 

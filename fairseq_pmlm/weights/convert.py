@@ -31,7 +31,7 @@ import logging
 import os
 import sys
 import tempfile
-from dataclasses import fields, replace
+from dataclasses import asdict, replace
 
 import torch
 
@@ -118,14 +118,14 @@ def read_casing(config_path, tokens, override=None, weights=None):
 
 # ---------------------------------------------------------------------------- import
 def read_source(weights, config, vocab_file):
-    """(Shape, vocab tokens, their fairseq VocabMapping, state dict) of the source files, checked
-    against each other."""
+    """(TransformerShape, vocab tokens, their fairseq VocabMapping, state dict) of the source files,
+    checked against each other."""
     with open(config) as f:
         try:
             config_dict = json.load(f)
         except json.JSONDecodeError as e:
             raise ConversionError(f"{config} is not JSON: {e}") from None
-    shape = layouts.read_config(config_dict, os.path.basename(config))
+    shape, vocab_size = layouts.read_config(config_dict, os.path.basename(config))
     s2sft.check_type_ids(config_dict, os.path.basename(config))
     try:
         tokens = vocab.read_vocab(vocab_file)
@@ -137,8 +137,8 @@ def read_source(weights, config, vocab_file):
     if emb is not None and emb.size(0) != len(tokens):
         raise ConversionError(f"{os.path.basename(vocab_file)} has {len(tokens)} tokens but the word embedding has "
                               f"{emb.size(0)} rows")
-    if shape.vocab_size != len(tokens):
-        raise ConversionError(f"{os.path.basename(config)} says vocab_size {shape.vocab_size} but "
+    if vocab_size != len(tokens):
+        raise ConversionError(f"{os.path.basename(config)} says vocab_size {vocab_size} but "
                               f"{os.path.basename(vocab_file)} has {len(tokens)} tokens")
     return shape, tokens, mapping, state
 
@@ -146,10 +146,10 @@ def read_source(weights, config, vocab_file):
 def add_zero_rel_table(tensors, shape, buckets, distance):
     """--zero-rel-pos for a source without a relative table (BERT): an all-zero one, so the
     imported model computes exactly what the source did and can learn the table."""
-    if shape.rel_pos_buckets:
+    if not shape.no_rel_pos:
         raise ConversionError("--zero-rel-pos: the checkpoint has its own relative table")
     tensors = dict(tensors, **{"rel_pos_bias.weight": torch.zeros(shape.encoder_attention_heads, buckets)})
-    return tensors, replace(shape, rel_pos_buckets=buckets, max_rel_distance=distance)
+    return tensors, replace(shape, no_rel_pos=False, rel_pos_buckets=buckets, max_rel_distance=distance)
 
 
 def keep_layers(tensors, shape, layers):
@@ -218,7 +218,7 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
     checkpoint.refuse_replacing_inputs(out_dir, [src, weights, config, vocab_file, *(keep_pieces_of or [])])
     shape, tokens, mapping, state = read_source(weights, config, vocab_file)
     layout = layouts.layout_name(state)
-    tensors, notes = layouts.to_plugin(state, shape)
+    tensors, notes = layouts.to_plugin(state, shape, len(tokens))
     # s2s-ft's fine-tuned saves are sequence-to-sequence models: written for that task, so that
     # generate.sh and the hub's sample() decode them without a fine-tuning step
     seq2seq = s2sft.seq2seq_lengths(weights, shape.max_positions, notes) if layout == "s2s-ft" else None
@@ -245,7 +245,6 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
     tensors["embed_tokens.weight"] = tensors["embed_tokens.weight"][rows]
     if "lm_head.bias" in tensors:
         tensors["lm_head.bias"] = tensors["lm_head.bias"][rows]
-    shape = replace(shape, vocab_size=len(mapping.symbols))
 
     out_abs = os.path.abspath(out_dir)
     cfg = checkpoint.training_cfg(out_abs, shape, arch, os.path.join(out_abs, "vocab.txt"), is_cased, seq2seq)
@@ -256,8 +255,7 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
         tokenizer_files.write_casing(tmp, is_cased)
         dictionary = load_pmlm_dictionary(tmp)
         assert dictionary.symbols == mapping.symbols, "dict.txt does not rebuild the converted row order"
-        model_cfg = UniLMv2Config(**{f.name: getattr(shape, f.name) for f in fields(UniLMv2Config)
-                                     if hasattr(shape, f.name)}, no_rel_pos=shape.rel_pos_buckets == 0)
+        model_cfg = UniLMv2Config(**asdict(shape))
         with torch.random.fork_rng():  # a head-less source gets the model's own init, reproducibly
             torch.manual_seed(0)
             model = UniLMv2Model(model_cfg, dictionary)

@@ -24,11 +24,11 @@ them, nor the checkpoint, is ever inside the output directory that --force repla
 import json
 import os
 import shutil
-from dataclasses import fields, replace
+from dataclasses import fields
 
 import torch
 
-from ..arch import DEFAULTS
+from ..arch import TransformerShape
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 from ..text import tokenizer_files, vocab, wordpiece
 from . import checkpoint, layouts, s2sft
@@ -173,9 +173,7 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
     model, dictionary = load_model(ckpt_path, state, dict_path, notes)
     model_cfg = model.cfg
     tensors = {k: v for k, v in model.transformer.state_dict().items() if k != "lm_head.weight"}
-    shape = layouts.Shape(vocab_size=len(dictionary), **{f: getattr(model_cfg, f) for f in DEFAULTS})
-    if model_cfg.no_rel_pos:
-        shape = replace(shape, rel_pos_buckets=0)
+    shape = TransformerShape.of(model_cfg)
     if swap_pseudo:
         mask, pseudo = dictionary.index(MASK_SYMBOL), dictionary.index(PSEUDO_SYMBOL)
         for k in ("embed_tokens.weight", "lm_head.bias"):
@@ -208,16 +206,15 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
     tensors["embed_tokens.weight"] = tensors["embed_tokens.weight"][order_t]
     tensors["lm_head.bias"] = tensors["lm_head.bias"][order_t]
     tensors["lm_head.bias"][dropped] = -10000.0
-    shape = replace(shape, vocab_size=len(names))
     sd = layouts.from_plugin(tensors, shape)
-    config = layouts.hf_config(shape, names.index("[PAD]"))
+    config = layouts.hf_config(shape, len(names), names.index("[PAD]"))
     with checkpoint.atomic_directory(out_dir, force) as tmp:
         if fmt == "hf":
             # with a relative table the model is no BERT: a type transformers refuses without the code
-            config.update(model_type="unilmv2" if shape.rel_pos_buckets else "bert",
-                          architectures=["UniLMv2ForMaskedLM" if shape.rel_pos_buckets else "BertForMaskedLM"],
-                          auto_map=AUTO_MAP if shape.rel_pos_buckets else
-                          {k: v for k, v in AUTO_MAP.items() if k != "AutoConfig"})
+            config.update(model_type="bert" if shape.no_rel_pos else "unilmv2",
+                          architectures=["BertForMaskedLM" if shape.no_rel_pos else "UniLMv2ForMaskedLM"],
+                          auto_map={k: v for k, v in AUTO_MAP.items() if k != "AutoConfig"} if shape.no_rel_pos
+                          else AUTO_MAP)
             shutil.copy(MODELING_SOURCE, os.path.join(tmp, MODELING_FILE))
             save_file(sd, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
         else:
@@ -230,4 +227,5 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
             json.dump(config, f, indent=2)
         vocab.write_vocab(os.path.join(tmp, "vocab.txt"), names)
         write_tokenizer(tok, tmp, fmt, names, notes)
-    return {"vocab_size": len(names), "rel_pos_buckets": shape.rel_pos_buckets, "format": fmt, "notes": notes}
+    return {"vocab_size": len(names), "rel_pos_buckets": None if shape.no_rel_pos else shape.rel_pos_buckets,
+            "format": fmt, "notes": notes}

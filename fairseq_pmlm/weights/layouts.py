@@ -12,9 +12,9 @@ it at ``bert.rel_pos_bias.weight``; both are read).
 Everything is checked against ``config.json`` before any tensor is used; errors are one
 line and name the offending keys.
 """
-from dataclasses import dataclass
-
 import torch
+
+from ..arch import TransformerShape
 
 
 class ConversionError(ValueError):
@@ -33,24 +33,6 @@ S2SFT_TIED = HEAD + "decoder_weight"
 S2SFT_LOSS_BUFFERS = ("crit_mask_lm_smoothed.one_hot",)
 
 
-@dataclass
-class Shape:
-    """What config.json says, in the plugin's terms (``UniLMv2Config`` field names)."""
-
-    vocab_size: int
-    encoder_layers: int
-    encoder_embed_dim: int
-    encoder_ffn_embed_dim: int
-    encoder_attention_heads: int
-    max_positions: int
-    type_vocab_size: int
-    layernorm_eps: float
-    dropout: float
-    attention_dropout: float
-    rel_pos_buckets: int  # 0: no relative position table
-    max_rel_distance: int
-
-
 def _need(config, key, where):
     if key not in config:
         raise ConversionError(f"{where} lacks {key!r}")
@@ -58,8 +40,9 @@ def _need(config, key, where):
 
 
 def read_config(config, where="config.json"):
-    """A BERT/UniLMv2 config.json (as a dict) -> Shape; every value read, none assumed.
-    ``rel_pos_bins``/``max_rel_pos`` are s2s-ft's names for the relative table."""
+    """A BERT/UniLMv2 config.json (as a dict) -> (TransformerShape, vocab size); every value read,
+    none assumed. ``rel_pos_bins``/``max_rel_pos`` are s2s-ft's names for the relative table
+    (``rel_pos_bins`` 0 or absent: none)."""
     act = _need(config, "hidden_act", where)
     if act != "gelu":
         raise ConversionError(f"{where}: hidden_act {act!r} is not supported (this model uses exact GELU, 'gelu')")
@@ -70,8 +53,7 @@ def read_config(config, where="config.json"):
     max_rel = int(config.get("max_rel_pos", 0) or 0)
     if buckets > 0 and max_rel <= 0:
         raise ConversionError(f"{where} has rel_pos_bins {buckets} but no positive max_rel_pos")
-    shape = Shape(
-        vocab_size=int(_need(config, "vocab_size", where)),
+    shape = TransformerShape(
         encoder_layers=int(_need(config, "num_hidden_layers", where)),
         encoder_embed_dim=int(_need(config, "hidden_size", where)),
         encoder_ffn_embed_dim=int(_need(config, "intermediate_size", where)),
@@ -81,15 +63,14 @@ def read_config(config, where="config.json"):
         layernorm_eps=float(_need(config, "layer_norm_eps", where)),
         dropout=float(_need(config, "hidden_dropout_prob", where)),
         attention_dropout=float(_need(config, "attention_probs_dropout_prob", where)),
-        rel_pos_buckets=buckets,
-        max_rel_distance=max_rel if buckets > 0 else 128,
+        **({"rel_pos_buckets": buckets, "max_rel_distance": max_rel} if buckets > 0 else {"no_rel_pos": True}),
     )
     if shape.encoder_embed_dim % shape.encoder_attention_heads:
         raise ConversionError(
             f"{where}: hidden_size {shape.encoder_embed_dim} is not a multiple of num_attention_heads "
             f"{shape.encoder_attention_heads}"
         )
-    return shape
+    return shape, int(_need(config, "vocab_size", where))
 
 
 def _first(names, n=3):
@@ -147,7 +128,7 @@ def layout_name(state):
     return "unilmv2" if any(k.endswith("attention.self.qkv_linear.weight") for k in state) else "bert"
 
 
-def to_plugin(state, shape: Shape):
+def to_plugin(state, shape: TransformerShape, vocab_size):
     """Source state dict -> {plugin key: tensor} in the source's vocab order (the caller
     permutes the vocab rows), plus a list of notes for the log. Raises ConversionError."""
     src, out, origin, notes = _Source(state), {}, {}, []
@@ -163,9 +144,9 @@ def to_plugin(state, shape: Shape):
     tables = [k for k in REL_TABLE_KEYS if src.has(k)]
     if len(tables) > 1:
         raise ConversionError(f"two relative tables: {_first(src.name(k) for k in tables)}")
-    if tables and shape.rel_pos_buckets <= 0:
+    if tables and shape.no_rel_pos:
         raise ConversionError(f"{src.name(tables[0])} is present but config.json has no rel_pos_bins/max_rel_pos")
-    if tables or shape.rel_pos_buckets > 0:  # absent but announced by the config: reported as missing
+    if tables or not shape.no_rel_pos:  # absent but announced by the config: reported as missing
         put("rel_pos_bias.weight", tables[0] if tables else REL_TABLE_KEYS[0])
     layers = sorted({int(k.split(".")[2]) for k in src.sd if k.startswith("encoder.layer.")})
     if layers != list(range(shape.encoder_layers)):
@@ -206,7 +187,7 @@ def to_plugin(state, shape: Shape):
         notes.append("no MLM head in the checkpoint (a bare BertModel): the LM head starts freshly initialised, "
                      "recorded as untrained: pre-training from it trains the head alone first (--head-warmup-updates)")
     src.check_complete()
-    want = expected_shapes(shape)
+    want = expected_shapes(shape, vocab_size)
     for k, v in out.items():
         if list(v.shape) != want[k]:
             raise ConversionError(f"{origin[k]} has shape {list(v.shape)} but config.json implies {want[k]}")
@@ -236,8 +217,8 @@ def _check_tied(src, out):
             raise ConversionError(f"{dec_b} differs from {HEAD}bias")
 
 
-def expected_shapes(shape: Shape):
-    V, C, F, H = shape.vocab_size, shape.encoder_embed_dim, shape.encoder_ffn_embed_dim, shape.encoder_attention_heads
+def expected_shapes(shape: TransformerShape, vocab_size):
+    V, C, F, H = vocab_size, shape.encoder_embed_dim, shape.encoder_ffn_embed_dim, shape.encoder_attention_heads
     want = {
         "embed_tokens.weight": [V, C], "embed_positions.weight": [shape.max_positions, C],
         "embed_segments.weight": [shape.type_vocab_size, C], "embed_ln.weight": [C], "embed_ln.bias": [C],
@@ -256,7 +237,7 @@ def expected_shapes(shape: Shape):
     return want
 
 
-def from_plugin(tensors, shape: Shape):
+def from_plugin(tensors, shape: TransformerShape):
     """{plugin key: tensor} (vocab rows already in the export order) -> Hugging Face
     ``BertForMaskedLM`` keys (separate q/k/v, so ``from_pretrained`` reads it as is) plus the
     relative table at the UniLMv2 key ``bert.encoder.rel_pos_bias.weight``."""
@@ -300,17 +281,17 @@ def fuse_qkv(sd, n_layers):
     return out, dropped
 
 
-def hf_config(shape: Shape, pad_token_id):
+def hf_config(shape: TransformerShape, vocab_size, pad_token_id):
     """config.json of an export: Hugging Face BertConfig keys plus s2s-ft's relative-table
     keys (``rel_pos_bins`` 0 when the model has none)."""
     return {
         "architectures": ["BertForMaskedLM"], "model_type": "bert", "hidden_act": "gelu",
-        "vocab_size": shape.vocab_size, "hidden_size": shape.encoder_embed_dim,
+        "vocab_size": vocab_size, "hidden_size": shape.encoder_embed_dim,
         "num_hidden_layers": shape.encoder_layers, "num_attention_heads": shape.encoder_attention_heads,
         "intermediate_size": shape.encoder_ffn_embed_dim, "max_position_embeddings": shape.max_positions,
         "type_vocab_size": shape.type_vocab_size, "layer_norm_eps": shape.layernorm_eps,
         "hidden_dropout_prob": shape.dropout, "attention_probs_dropout_prob": shape.attention_dropout,
         "initializer_range": 0.02, "position_embedding_type": "absolute", "pad_token_id": pad_token_id,
-        "tie_word_embeddings": True, "rel_pos_bins": shape.rel_pos_buckets,
-        "max_rel_pos": shape.max_rel_distance if shape.rel_pos_buckets > 0 else 0,
+        "tie_word_embeddings": True, "rel_pos_bins": 0 if shape.no_rel_pos else shape.rel_pos_buckets,
+        "max_rel_pos": 0 if shape.no_rel_pos else shape.max_rel_distance,
     }
