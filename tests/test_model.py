@@ -135,6 +135,26 @@ def test_model_bias_is_the_shared_table_at_the_bucket_of_key_position_minus_quer
     assert tiny_transformer(len(dictionary), None).rel_pos_bias is None  # the "-- rel pos" ablation
 
 
+def test_the_windowed_relative_bias_and_its_gradient_equal_a_lookup_per_pair_for_any_position_bound():
+    """The bias is read through per-query windows of a distance table (no per-pair index, whose
+    backward dominated a GPU update): values and the table's gradient must be the per-pair
+    lookup's, whatever bound above the positions the windows use (the GPU uses the model's limit),
+    for queries and keys of different lengths (an appended block, a decoding step)."""
+    model = tiny_transformer(300, 32).double()
+    table = model.rel_pos_bias.weight
+    g = torch.Generator().manual_seed(0)
+    q_pos, k_pos = torch.randint(0, 200, (3, 5), generator=g), torch.randint(0, 200, (3, 9), generator=g)
+    rel = k_pos.unsqueeze(1) - q_pos.unsqueeze(2)  # [B, Tq, Tk]
+    want = table[:, t5_bucket(rel)].transpose(0, 1)  # [B, H, Tq, Tk]
+    w = torch.randn(want.shape, dtype=torch.float64, generator=g)
+    (want_grad,) = torch.autograd.grad((want * w).sum(), table)
+    for bound in (None, 200, 300):
+        got = model.relative_bias(q_pos, k_pos, torch.float64, bound=bound)
+        assert torch.equal(got, want), bound
+        (grad,) = torch.autograd.grad((got * w).sum(), table)
+        torch.testing.assert_close(grad, want_grad, rtol=1e-12, atol=1e-12)
+
+
 def spec_forward(model, ni):
     """docs/DESIGN.md §2 written out: (token + position + segment embedding) -> LayerNorm;
     per layer, post-LN: x = LN(x + Attn(x)), x = LN(x + FFN(x)) with GELU, where every head's

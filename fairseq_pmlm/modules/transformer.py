@@ -165,7 +165,7 @@ class UniLMv2Transformer(nn.Module):
         bias = self.relative_bias(q.positions, k.positions, dtype)
         return bias.masked_fill(~allowed, float("-inf"))
 
-    def relative_bias(self, q_pos, k_pos, dtype):
+    def relative_bias(self, q_pos, k_pos, dtype, bound=None):
         """The bias [B, H, Tq, Tk] of key position minus query position, without indexing the
         table once per (query, key) pair: one such lookup's backward (CUDA sorts the ~10M
         indices of a base-size batch) took 84% of a GPU update. Worked example, positions < P = 3:
@@ -176,7 +176,9 @@ class UniLMv2Transformer(nn.Module):
           bias    = each row read at the key positions           [B, H, Tq, Tk]
         The two reads index whole rows (B*Tq of them) and gather along the last axis, whose
         backward is a scatter without sort; bucket and clamp run on 2P-1 distances only."""
-        P = int(torch.maximum(q_pos.max(), k_pos.max())) + 1
+        # P (``bound``): any bound above every position gives the same bias; the batch's own costs
+        # a device sync, free on the CPU, a stall of the launch queue on a GPU (there: the model's limit)
+        P = bound or (self.shape.max_positions if q_pos.is_cuda else int(torch.maximum(q_pos.max(), k_pos.max())) + 1)
         distance = torch.arange(1 - P, P, device=q_pos.device)
         bucket = relative_position_bucket(distance, self.shape.rel_pos_buckets, self.shape.max_rel_distance)
         # at least fp32 (float64 stays): the table's gradient sums many distances and windows
