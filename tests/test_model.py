@@ -295,3 +295,20 @@ def test_the_head_warm_up_finds_the_lm_heads_own_parameters_through_fairseqs_ddp
         "transformer.lm_head.bias", "transformer.lm_head.dense.bias", "transformer.lm_head.dense.weight",
         "transformer.lm_head.ln.bias", "transformer.lm_head.ln.weight"]
     assert wrapped.lm_head_trained is model.lm_head_trained
+
+
+def test_under_autocast_the_bias_is_made_in_the_attention_dtype_with_the_same_outputs(dictionary, monkeypatch):
+    """Under autocast the fused attention casts an fp32 bias to its dtype in every layer; the
+    model makes the bias in that dtype once. The attention receives the same values: outputs are
+    bit-equal to a forward whose plan is built in fp32."""
+    model = tiny_transformer(len(dictionary), 32)
+    ni = random_batches(dictionary, 7, n_batches=1, size=3)[0]["net_input"]
+    seen = []
+    plan = model.attention_plan
+    monkeypatch.setattr(model, "attention_plan", lambda q, k, dtype, p=None: seen.append(dtype) or plan(q, k, dtype, p))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ours = hidden(model, ni)
+        monkeypatch.setattr(model, "attention_plan", lambda q, k, dtype, p=None: plan(q, k, torch.float32, p))
+        fp32_bias = hidden(model, ni)
+    assert seen == [torch.bfloat16]
+    assert torch.equal(ours, fp32_bias)

@@ -231,7 +231,13 @@ class UniLMv2Transformer(nn.Module):
             k = TokenDescription(*(torch.cat([p, t], dim=1) for p, t in zip(past[1], q, strict=True)))
         if prefix_len is not None:
             check_prefix_len(prefix_len, kinds)
-        plan = self.attention_plan(q, k, x.dtype, prefix_len)
+        dtype = x.dtype
+        if past is None and torch.is_autocast_enabled(x.device.type):
+            # autocast runs the fused attention in its lower precision and would cast an fp32 bias
+            # to it in every layer: make it in that dtype once (the same values reach the kernel).
+            # Decoding steps (past) keep it: their explicit softmax adds it to the scores in fp32
+            dtype = torch.get_autocast_dtype(x.device.type)
+        plan = self.attention_plan(q, k, dtype, prefix_len)
         assert past is None or len(plan) == 1, "cached keys are read in place by a one-block plan (SelfAttention)"
         kvs = []
         for i, layer in enumerate(self.layers):
