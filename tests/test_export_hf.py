@@ -188,7 +188,7 @@ def test_bad_exports_fail_in_one_line_and_write_nothing(tiny, tmp_path, vocab_to
     torch.save({"cfg": {"model": {"_name": "roberta_base"}}, "model": {}}, other)
     wrong_vocab = tmp_path / "wrong-vocab.txt"
     vocab.write_vocab(wrong_vocab, vocab_tokens[:-3])
-    cases = [((ckpt, str(tmp_path / "taken")), {}, "exists (pass --force to replace it)"),
+    cases = [((ckpt, str(tmp_path / "taken")), {}, "exists: pass --force to replace it"),
              ((str(other), str(tmp_path / "a")), {}, "is not a checkpoint of this plugin's unilmv2 model"),
              ((ckpt, str(tmp_path / "b")), {"original_vocab": str(wrong_vocab)}, "is not the one this model's"),
              ((ckpt, str(tiny)), {"force": True}, "holds the input"),
