@@ -60,6 +60,8 @@ def check_inputs(out, inputs, error=BadInput, hint="output"):
 
 def check(out, force, inputs=(), within=(), marker=None, error=BadInput, hint="output"):
     """Every refusal of the rule above that needs no lock, before anything is written."""
+    if os.path.islink(out):  # (first: what it points to is not what --force would replace)
+        raise error(f"the output {out} is a symbolic link (to {os.readlink(out)}): give a directory, not a link")
     check_inputs(out, inputs, error, hint)
     real = os.path.realpath(out)
     for path in within:
@@ -70,8 +72,6 @@ def check(out, force, inputs=(), within=(), marker=None, error=BadInput, hint="o
                        ("the root directory", os.sep)):
         if _inside(os.path.realpath(path), real):
             raise error(f"the output {out} is or holds {name}: choose another {hint}")
-    if os.path.islink(out):
-        raise error(f"the output {out} is a symbolic link (to {os.readlink(out)}): give a directory, not a link")
     _check_existing(out, force, marker, error, hint)
 
 
