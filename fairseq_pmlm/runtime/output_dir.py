@@ -12,8 +12,9 @@ export; ``s2s/get_data.py``):
 - one run at a time: each run holds a lock (``flock``) on its staging directory for the whole run,
   and a run that finds another staging directory of OUT locked is refused, instead of replacing
   the other run's output (one left unlocked by a killed run is no obstacle);
-- swapped in with two renames while SIGINT and SIGTERM are held back (old OUT into the staging
-  directory, new OUT into place): an interrupt at any instant leaves the old or the new OUT whole;
+- swapped in with two renames while SIGINT and SIGTERM are held back (``signals_held``: old OUT
+  into the staging directory, new OUT into place): an interrupt at any instant leaves the old or
+  the new OUT whole;
   then the staging directory, with the old OUT, is removed;
 - the staging directory is registered the moment it exists (signals held back around
   ``mkdtemp``), and ``interrupts.one_line_exit`` closes whatever is still open on any way out: no
@@ -27,6 +28,7 @@ import re
 import shutil
 import signal
 import tempfile
+import threading
 
 from ..errors import BadInput
 
@@ -37,12 +39,22 @@ _WRITTEN = []  # the OUTs swapped in by this process (an interrupt after that wr
 
 @contextlib.contextmanager
 def signals_held():
-    """SIGINT and SIGTERM wait (the kernel keeps them pending) until the block is done."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    """SIGINT and SIGTERM that arrive in the block act at its end, through the handler they would
+    have met. (Python-level: masking the signal in this thread would not do, another thread of the
+    process, pyarrow's or a tokeniser's, may take it; Python runs every handler in the main thread.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # (only the main thread may set handlers; the commands do this work there)
+        return
+    arrived = []
+    before = {s: signal.signal(s, lambda signum, frame: arrived.append(signum))
+              for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in before.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        if arrived:
+            signal.raise_signal(arrived[0])
 
 
 def _inside(path, root):
