@@ -148,8 +148,9 @@ class Output:
             raise
         except Exception as e:  # noqa: BLE001  (torch's RuntimeError, safetensors' SafetensorError)
             text = str(e)
-            m = re.search(r'message: "([^"]+)"', text)  # safetensors: IoError(Os { ..., message: "..." })
-            reason = m.group(1) if m else (text.strip().splitlines() or [type(e).__name__])[-1]
+            # the OS's reason, as safetensors words it: "...: I/O error: No space left on device (os error 28)"
+            m = re.search(r"([^:]+) \(os error \d+\)", text)
+            reason = m.group(1).strip() if m else (text.strip().splitlines() or [type(e).__name__])[-1]
             raise self.error(f"{self.shown(path)}: cannot write it: {reason}") from None
 
     def commit(self):
