@@ -120,6 +120,7 @@ def check_inputs(a, objectives):
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     from recipe_info import count_items
 
+    # isort: split
     from fairseq_pmlm.text.lines import count_lines  # (after recipe_info: the package without fairseq)
 
     tests = count_items(os.path.join(pairs, "test.source-target.source.idx"))
@@ -352,7 +353,6 @@ def generate(a, obj, seed, run_dir, progress, env):
     os.makedirs(out, exist_ok=True)
     run_logged(cmd, os.path.join(run_dir, "generate.log"), name, progress, env)
     from fairseq_pmlm.scoring.rouge import rouge_per_example
-
     from fairseq_pmlm.text.lines import read_lines
 
     logging.getLogger("absl").setLevel(logging.WARNING)  # rouge-score's "Using default tokenizer."
