@@ -107,14 +107,26 @@ def check_inputs(a, objectives):
     if read_symbols(os.path.join(pre, "dict.txt")) != read_symbols(os.path.join(pairs, "dict.source.txt")):
         raise Failure(f"--pretrain-data {pre}/dict.txt and --pairs {pairs}/dict.source.txt are different "
                       f"dictionaries: prepare the pairs with scripts/s2s/prepare.sh --pretrain-data {pre}")
+    try:
+        if float(a.lr) <= 0:
+            raise ValueError
+    except ValueError:
+        raise Failure(f"--lr must be a positive number, not {a.lr!r}") from None
+    for flag, text in (("--ft-flags", a.ft_flags), ("--device-flags", a.device_flags)):
+        try:
+            shlex.split(text)
+        except ValueError as e:
+            raise Failure(f"{flag} {text!r}: {e}") from None
     if not os.path.isfile(a.refs):
         raise Failure(f"--refs {a.refs}: no such file")
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     from recipe_info import count_items
 
+    # isort: split
+    from fairseq_pmlm.text.lines import count_lines  # (after recipe_info: the package without fairseq)
+
     tests = count_items(os.path.join(pairs, "test.source-target.source.idx"))
-    with open(a.refs, "rb") as f:
-        lines = f.read().count(b"\n")
+    lines = count_lines(a.refs)  # as generate.sh and score.py count them
     if lines != tests:
         raise Failure(f"--refs {a.refs} has {lines} lines but {pairs} holds {tests} test pairs")
     if a.init == "random":
@@ -223,8 +235,11 @@ def run_logged(cmd, log, name, progress, env):
     with open(log, "a", encoding="utf-8") as out:
         out.write(f"\n### {shlex.join(cmd)}\n")
         out.flush()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                cwd=ROOT)
+        # started with SIGINT ignored, as bash starts a recipe's steps (scripts/lib/common.sh): Ctrl-C
+        # reaches this driver alone, which passes it on as SIGTERM, so fairseq-train saves and stops
+        # (a SIGINT of its own would end it with a KeyboardInterrupt, unsaved)
+        proc = subprocess.Popen(["sh", "-c", 'trap "" INT; exec "$@"', "sh", *cmd], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
         CHILDREN.add(proc)
         try:
             for line in proc.stdout:
@@ -340,12 +355,10 @@ def generate(a, obj, seed, run_dir, progress, env):
     os.makedirs(out, exist_ok=True)
     run_logged(cmd, os.path.join(run_dir, "generate.log"), name, progress, env)
     from fairseq_pmlm.scoring.rouge import rouge_per_example
+    from fairseq_pmlm.text.lines import read_lines
 
     logging.getLogger("absl").setLevel(logging.WARNING)  # rouge-score's "Using default tokenizer."
-    with open(a.refs, encoding="utf-8") as f:
-        refs = f.read().split("\n")[:-1]
-    with open(os.path.join(out, "hyp.txt"), encoding="utf-8") as f:
-        hyps = f.read().split("\n")[:-1]
+    refs, hyps = read_lines(a.refs), read_lines(os.path.join(out, "hyp.txt"))
     per = rouge_per_example(refs, hyps)
     write_json(scores, per)
     progress.say(f"{name}: ROUGE-L {sum(per['rougeL']) / len(per['rougeL']):.2f}")
@@ -495,13 +508,17 @@ def plot_curves(a, objectives, seeds, path):
 
 
 # ----------------------------------------------------------------------------- main
+STOPPED_BY = []  # the signal that stopped the runs: the exit status is 128 + its number
+
+
 def stop(signum, frame):
-    """SIGTERM/SIGINT: every running step is passed the signal (fairseq-train saves checkpoint_last.pt
-    and stops); no new step starts; the same command resumes."""
+    """SIGTERM/SIGINT: every running step is passed SIGTERM (fairseq-train saves checkpoint_last.pt
+    and stops; the recipes pass it on to theirs); no new step starts; the same command resumes."""
+    STOPPED_BY.append(signum)
     STOPPING.set()
     for proc in list(CHILDREN):
         try:
-            proc.send_signal(signum)
+            proc.send_signal(signal.SIGTERM)
         except ProcessLookupError:
             pass
 
@@ -533,9 +550,13 @@ def main(argv=None):
             except Failure as e:
                 errors.append(str(e))
                 STOPPING.set()  # no new run starts; the running ones finish their step
-    if errors or STOPPING.is_set():
-        print(f"{PROG}: error: {errors[0] if errors else 'stopped; the same command resumes'}", file=sys.stderr)
-        return 2 if errors else 143
+    if STOPPED_BY:  # Ctrl-C or SIGTERM: 130 or 143, as every recipe (a step's "stopped" is no error)
+        print(f"{PROG}: stopped ({signal.Signals(STOPPED_BY[0]).name}): each running step saved; the same command "
+              "resumes", file=sys.stderr)
+        return 128 + STOPPED_BY[0]
+    if errors:
+        print(f"{PROG}: error: {errors[0]}", file=sys.stderr)
+        return 2
     results = collect(a, objectives, seeds)
     write_json(os.path.join(a.out, "results.json"), results)
     text = table(results)

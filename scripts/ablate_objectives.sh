@@ -38,6 +38,8 @@
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
+# shellcheck source=s2s/presets.sh
+source "$ROOT/scripts/s2s/presets.sh"
 activate_venv
 declare -A FLAGS=([--pretrain-data]=PRE [--pairs]=PAIRS [--refs]=REFS [--init]=INIT [--arch]=ARCH [--out]=OUT
                   [--objectives]=OBJECTIVES [--updates]=UPDATES [--ft-updates]=FT_UPDATES [--seeds]=SEEDS
@@ -52,6 +54,9 @@ for flag in --updates --ft-updates --tokens-per-sample --batch-size --lanes; do
   var=${FLAGS[$flag]}
   [ -z "${!var}" ] || [[ ${!var} =~ ^[1-9][0-9]*$ ]] || die "$flag must be a positive integer: ${!var}"
 done
+# a known preset, before --out is claimed (finetune.sh would refuse it only then); in a subshell:
+# preset sets LR and the rest, which are not this script's
+(preset "$PRESET") || exit 2
 device_flags
 if [ "$PMLM_GPUS" -gt 0 ]; then LANES=${LANES:-1}; else LANES=${LANES:-2}; cpu_speed_flags; fi
 exec python "$ROOT/scripts/ablate_objectives.py" --pretrain-data "$PRE" --pairs "$PAIRS" --refs "$REFS" \

@@ -35,23 +35,17 @@ def fail(message):
 
 
 def read_lines(path):
-    """The lines of a UTF-8 text file, split at newlines only (a CRLF's \\r is dropped), so that
-    line N is the Nth example as the recipes count them (a last line without newline counts)."""
+    """The lines of a UTF-8 text file as every command counts them (``fairseq_pmlm/text/lines.py``:
+    line N is the Nth example, a last line without newline counts); errors are one line."""
+    from fairseq_pmlm.errors import BadInput
+    from fairseq_pmlm.text.lines import read_lines
+
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        return read_lines(path)
     except OSError as e:
         fail(f"cannot read {path}: {e.strerror}")
-    lines = data.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
-    out = []
-    for n, line in enumerate(lines, 1):
-        try:
-            out.append(line.decode("utf-8").removesuffix("\r"))
-        except UnicodeDecodeError as e:
-            fail(f"{path} line {n}: not UTF-8 text (byte {line[e.start]:#04x} at byte {e.start + 1} of the line)")
-    return out
+    except BadInput as e:
+        fail(str(e))
 
 
 def read_examples(path):
@@ -114,6 +108,8 @@ def main():
     enter_package_without_fairseq()
     # every file is read and checked before the scorer is imported: errors come at once
     refs = read_examples(a.ref)
+    if not refs:  # a mean over no example is no score (it printed 0.00)
+        fail(f"{a.ref} holds no example (an empty file): nothing to score")
     sources = read_lines(a.source) if a.examples else []
     if a.examples and len(sources) != len(refs):
         fail(f"{a.source} has {len(sources)} lines but {a.ref} has {len(refs)}")

@@ -4,7 +4,9 @@ writes, a re-run that only reads what is done, and its one-line refusals of bad 
 import json
 import os
 import random
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -94,7 +96,10 @@ def test_bad_input_is_refused_in_one_line_before_anything_runs(toy, tmp_path_fac
     def refused(changes, message):
         new = list(args)
         for flag, value in changes.items():
-            new[new.index(flag) + 1] = value
+            if flag in new:
+                new[new.index(flag) + 1] = value
+            else:
+                new += [flag, value]
         proc = ablate(*new, out=tmp_path / "x")
         assert proc.returncode == 2, proc.stdout[-2000:]
         assert len(proc.stderr.splitlines()) == 1 and message in proc.stderr, proc.stderr
@@ -106,3 +111,55 @@ def test_bad_input_is_refused_in_one_line_before_anything_runs(toy, tmp_path_fac
     refused({"--init": other_checkpoint}, "a checkpoint of another dictionary")
     refused({"--init": "random"}, "--init random needs --arch")
     refused({"--refs": pre["dict"]}, "test pairs")
+    # every flag before --out is claimed: a refused --preset, then the corrected command, ran
+    refused({"--preset": "cnn"}, "--preset cnn: unknown preset")
+    refused({"--lr": "fast"}, "--lr must be a positive number, not 'fast'")
+    refused({"--ft-flags": "'0"}, "--ft-flags \"'0\": No closing quotation")
+
+
+def test_references_without_a_final_newline_are_counted_as_generate_sh_and_score_py_count_them(toy, tmp_path):
+    tmp, _, args, *_ = toy
+    refs = tmp_path / "refs.txt"
+    refs.write_bytes((tmp / "raw" / "test.target").read_bytes().rstrip(b"\n"))  # 6 lines, the last unended
+    new = list(args)
+    new[new.index("--refs") + 1] = refs
+    new[new.index("--init") + 1] = "random"  # refused at the next check, after --refs passed
+    proc = ablate(*new, out=tmp_path / "x")
+    assert proc.returncode == 2 and "--init random needs --arch" in proc.stderr, proc.stderr
+
+
+def test_ctrl_c_lets_the_running_pre_training_save_exits_130_and_the_same_command_resumes(toy, tmp_path):
+    """Ctrl-C reached fairseq-train as SIGINT (a KeyboardInterrupt, nothing saved) and the driver
+    exited 2; now it passes SIGTERM on, as the other recipes do, and exits 130 (SIGTERM: 143)."""
+    tmp, _, args, *_ = toy
+    new = list(args)
+    new[new.index("--updates") + 1] = "100000"
+    new[new.index("--objectives") + 1] = "ae"
+    cmd = ["bash", ABLATE, *map(str, new), "--out", str(tmp_path / "out"), "--", "--num-workers", "0",
+           "--log-interval", "1", "--save-interval-updates", "100000"]
+    save = tmp_path / "out" / "runs" / "ae-seed1" / "pretrain"
+
+    def stopped_at(sig):
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, **ENV}, cwd=REPO, start_new_session=True)
+        seen, deadline = "", time.time() + 120
+        while "pre-training: train: num_updates" not in seen and time.time() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen += line
+        assert proc.poll() is None, seen[-2000:]
+        os.killpg(proc.pid, sig)  # as Ctrl-C in a terminal (the whole group), or a scheduler's SIGTERM
+        try:
+            seen += proc.communicate(timeout=60)[0]
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        log = (save / "train.log").read_text()
+        assert "pmlm: SIGTERM received: saved" in log.split("### ")[-1] and "KeyboardInterrupt" not in log, log[-2000:]
+        return proc.returncode, seen
+
+    rc, _ = stopped_at(signal.SIGINT)
+    assert rc == 130 and (save / "checkpoint_last.pt").is_file()
+    rc, seen = stopped_at(signal.SIGTERM)  # the same command again: it resumes the saved run
+    assert rc == 143 and "(epoch 1 @ " in (save / "train.log").read_text().split("### ")[-1], seen[-2000:]

@@ -188,7 +188,7 @@ def test_bad_exports_fail_in_one_line_and_write_nothing(tiny, tmp_path, vocab_to
     torch.save({"cfg": {"model": {"_name": "roberta_base"}}, "model": {}}, other)
     wrong_vocab = tmp_path / "wrong-vocab.txt"
     vocab.write_vocab(wrong_vocab, vocab_tokens[:-3])
-    cases = [((ckpt, str(tmp_path / "taken")), {}, "exists (pass --force to replace it)"),
+    cases = [((ckpt, str(tmp_path / "taken")), {}, "exists: pass --force to replace it"),
              ((str(other), str(tmp_path / "a")), {}, "is not a checkpoint of this plugin's unilmv2 model"),
              ((ckpt, str(tmp_path / "b")), {"original_vocab": str(wrong_vocab)}, "is not the one this model's"),
              ((ckpt, str(tiny)), {"force": True}, "holds the input"),
@@ -199,6 +199,32 @@ def test_bad_exports_fail_in_one_line_and_write_nothing(tiny, tmp_path, vocab_to
         assert "\n" not in str(e.value) and needle in str(e.value), str(e.value)
     assert sorted(os.listdir(tmp_path)) == ["roberta.pt", "taken", "wrong-vocab.txt"]
     assert (tiny / "model.pt").is_file()
+
+
+def test_a_full_disk_during_export_is_one_line_naming_the_file_and_leaves_nothing(tiny, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """safetensors reports ENOSPC as its own SafetensorError: a traceback before."""
+    import signal
+
+    import safetensors
+    import safetensors.torch
+
+    def full_disk(tensors, path, metadata=None):
+        with open(path, "wb") as f:
+            f.write(b"\0" * 1000)  # as far as it got
+        raise safetensors.SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full_disk)
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        rc = convert.main(["export", str(tiny / "model.pt"), str(tmp_path / "hf")])
+    finally:
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == (f"convert_checkpoint.py: error: {tmp_path / 'hf' / 'model.safetensors'}: cannot write "
+                               "it: No space left on device\n")
+    assert os.listdir(tmp_path) == []
 
 
 def test_import_never_replaces_a_directory_holding_its_input_even_with_force(tiny, tmp_path):

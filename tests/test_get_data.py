@@ -3,6 +3,8 @@ tests/summary_fixtures.py) to the same raw files; sentence boundaries kept as [X
 reading; bad input as one line, exit status 2 and nothing written."""
 import importlib.util
 import os
+import signal
+import stat
 import subprocess
 import sys
 
@@ -16,6 +18,18 @@ GET_DATA = os.path.join(REPO, "scripts", "s2s", "get_data.py")
 
 def get_data(*args):
     return subprocess.run([sys.executable, GET_DATA, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def load_get_data():
+    spec = importlib.util.spec_from_file_location("get_data", GET_DATA)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def hidden(parent):
+    """What a run may leave beside its output by mistake: staging directories."""
+    return [n for n in os.listdir(parent) if n.startswith(".")]
 
 
 def run_ok(dataset, src, out):
@@ -99,9 +113,7 @@ def test_empty_examples_are_dropped_from_train_and_valid_counted_and_kept_in_tes
 
 def test_parquet_and_arrow_files_are_read_a_batch_of_rows_at_a_time(tmp_path, monkeypatch):
     """The full CNN/DailyMail train split is ~1.3 GB: never read whole."""
-    spec = importlib.util.spec_from_file_location("get_data", GET_DATA)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_get_data()
     monkeypatch.setattr(mod, "BATCH_ROWS", 2)
     data = {"train": F.articles()["train"]}
     for form in ("parquet", "save_to_disk"):
@@ -147,6 +159,25 @@ def bad_source(case, src, data):
         F.write_hf(src, data, "cnndm", "jsonl")
         os.remove(src / "test.jsonl")
         return src, "no test split among the files of the jsonl form"
+    if case.endswith("column"):  # a column of bytes, numbers or structs where text belongs
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        F.write_hf(src, data, "cnndm", "parquet")
+        path = src / "train" / "0000.parquet"
+        table = pq.read_table(path)
+        column = {"bytes column": [a.encode() for a in table.column("article").to_pylist()],
+                  "number column": list(range(table.num_rows)),
+                  "struct column": [{"text": h} for h in table.column("highlights").to_pylist()]}[case]
+        name = "highlights" if case == "struct column" else "article"
+        pq.write_table(table.set_column(table.schema.get_field_index(name), name, pa.array(column)), path)
+        kind = {"bytes column": "binary", "number column": "int64"}.get(case, "struct<text: string>")
+        return src, f"{path}: the {name} column holds {kind}, not text"
+    if case == "number in a JSON field":
+        F.write_hf(src, data, "cnndm", "jsonl")
+        with open(src / "validation.jsonl", "a") as f:
+            f.write('{"article": "text", "highlights": 7, "id": "1"}\n')
+        return src, f"{src / 'validation.jsonl'}:5: the highlights field holds int, not text"
     assert case == "xsum columns given as cnndm"
     F.write_hf(src, data, "xsum", "parquet")
     return src, "0000.parquet: no article / highlights column (it has document, summary, id"
@@ -154,7 +185,8 @@ def bad_source(case, src, data):
 
 @pytest.mark.parametrize("case", ["unknown format", "story without highlights", "split list names a missing story",
                                   "mismatched source and target counts", "not UTF-8", "a split missing",
-                                  "xsum columns given as cnndm"])
+                                  "xsum columns given as cnndm", "bytes column", "number column", "struct column",
+                                  "number in a JSON field"])
 def test_bad_input_is_one_line_exit_2_and_nothing_is_written(tmp_path, case):
     src, expect = bad_source(case, tmp_path / "src", F.articles())
     out = tmp_path / "raw" / "cnndm"
@@ -165,12 +197,104 @@ def test_bad_input_is_one_line_exit_2_and_nothing_is_written(tmp_path, case):
     assert not out.exists() and (not (tmp_path / "raw").exists() or os.listdir(tmp_path / "raw") == [])
 
 
-def test_an_existing_output_is_replaced_only_with_force(cnndm, tmp_path):
+def test_force_replaces_only_a_directory_get_data_wrote_never_another_nor_the_current_one(cnndm, tmp_path,
+                                                                                         monkeypatch):
     tmp, _, raw = cnndm
     out = tmp_path / "raw"
     out.mkdir()
-    (out / "old").write_text("x")
+    (out / "mine").write_text("x")
     proc = get_data("cnndm", "--from", tmp / "stories", "--out", out)
     assert proc.returncode == 2 and proc.stderr == f"get_data.py: error: {out} exists: pass --force to replace it\n"
-    assert get_data("cnndm", "--from", tmp / "stories", "--out", out, "--force").returncode == 0
-    assert F.raw_files(out) == raw
+    proc = get_data("cnndm", "--from", tmp / "stories", "--out", out, "--force")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"{out} exists and is not an output of get_data.py" in proc.stderr
+    monkeypatch.chdir(out)
+    proc = get_data("cnndm", "--from", tmp / "stories", "--out", ".", "--force")
+    assert proc.returncode == 2 and "the output . is or holds the current directory" in proc.stderr, proc.stderr
+    assert os.listdir(out) == ["mine"]
+    os.symlink(out, tmp_path / "link")
+    proc = get_data("cnndm", "--from", tmp / "stories", "--out", tmp_path / "link", "--force")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "is a symbolic link (to " in proc.stderr
+    assert os.listdir(out) == ["mine"]
+    ours = tmp_path / "ours"
+    run_ok("cnndm", tmp / "stories", ours)
+    (ours / "stray").write_text("from before")
+    assert get_data("cnndm", "--from", tmp / "stories", "--out", ours, "--force").returncode == 0
+    assert F.raw_files(ours) == raw and hidden(tmp_path) == []
+
+
+def test_an_output_inside_the_input_is_refused_and_only_the_files_of_the_form_are_read(cnndm, tmp_path):
+    """A rerun into RAW inside PATH read RAW/train.target as the train split's references."""
+    tmp, data, raw = cnndm
+    src = F.write_s2sft(tmp_path / "s2sft", data)
+    proc = get_data("cnndm", "--from", src, "--out", src / "raw")
+    assert proc.returncode == 2 and "lies inside the input" in proc.stderr and not (src / "raw").exists()
+    (src / "old").mkdir()  # a stray earlier output: its train.target lines are not the train pairs'
+    (src / "old" / "train.target").write_text("".join(f"wrong {i}\n" for i in range(len(data["train"]))))
+    run_ok("cnndm", src, tmp_path / "raw")
+    assert F.raw_files(tmp_path / "raw") == raw
+
+
+@pytest.mark.parametrize("instant", [("rename", 1), ("rename", 2), ("rmtree", 1)],
+                         ids=["moving the old output out", "moving the new one in", "removing the old one"])
+def test_an_interrupt_at_any_instant_of_the_swap_leaves_the_old_or_the_new_output_whole(tmp_path, monkeypatch,
+                                                                                        instant):
+    """--force over an earlier output, SIGTERM as a step of the swap begins (the old output was
+    once deleted before the new one moved in: 144,142 of 150,000 files lost)."""
+    import shutil
+
+    mod = load_get_data()
+    out = tmp_path / "raw"
+    run_ok("cnndm", F.write_hf(tmp_path / "old", F.articles(seed=3), "cnndm", "jsonl"), out)
+    old = F.raw_files(out)
+    new_src = F.write_hf(tmp_path / "new", F.articles(seed=4), "cnndm", "jsonl")
+    run_ok("cnndm", new_src, tmp_path / "expected")
+    new = F.raw_files(tmp_path / "expected")
+    calls = []
+
+    def signalled(kind, real):
+        def call(*args, **kwargs):
+            calls.append(kind)
+            if (kind, calls.count(kind)) == instant:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return real(*args, **kwargs)
+        return call
+
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(os, "rename", signalled("rename", os.rename))
+    monkeypatch.setattr(shutil, "rmtree", signalled("rmtree", shutil.rmtree))
+    try:
+        rc = mod.main(["cnndm", "--from", str(new_src), "--out", str(out), "--force"])
+    finally:
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
+        monkeypatch.undo()
+    assert rc == 130 and instant in [(k, calls[:i + 1].count(k)) for i, k in enumerate(calls)]
+    assert F.raw_files(out) in (old, new)
+    assert hidden(tmp_path) == []
+
+
+def test_a_second_run_into_the_same_output_is_refused_while_one_runs(cnndm, tmp_path):
+    from fairseq_pmlm.runtime import output_dir
+
+    tmp, _, raw = cnndm
+    out = tmp_path / "raw"
+    first = output_dir.Output(str(out), False)  # a run under way: its staging directory is held
+    try:
+        proc = get_data("cnndm", "--from", tmp / "stories", "--out", out)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert f"{out}: another run is writing it now" in proc.stderr
+    finally:
+        first.close()
+    run_ok("cnndm", tmp / "stories", out)
+    assert F.raw_files(out) == raw and hidden(tmp_path) == []
+
+
+def test_the_output_gets_the_users_umask(cnndm, tmp_path):
+    tmp, _, _ = cnndm
+    out = tmp_path / "raw"
+    proc = subprocess.run([sys.executable, GET_DATA, "cnndm", "--from", str(tmp / "stories"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=120, preexec_fn=lambda: os.umask(0o027))
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o750  # mkdtemp's 0700 before
+    assert stat.S_IMODE(os.stat(out / "train.source").st_mode) == 0o640

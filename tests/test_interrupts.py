@@ -50,6 +50,20 @@ def ctrl_c(proc, seen=""):
     return out, time.monotonic() - t
 
 
+def left_in_session(sid):
+    """The processes still alive (not zombies) in the session ``sid`` (a recipe run by ``start``)."""
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":  # (state, ppid, pgrp, session, ...)
+            alive.append(int(pid))
+    return alive
+
+
 def assert_saved_and_stopped(proc, out, seconds, save):
     assert proc.returncode == 130, out[-2000:]
     assert seconds < 30, f"{seconds:.1f} s after Ctrl-C"  # (on a busy machine; unhandled: never)
@@ -82,8 +96,10 @@ def test_ctrl_c_stops_squad_fine_tuning_whose_output_goes_through_tee_and_keeps_
     assert not os.path.exists(save / "predictions.json")  # the recipe stopped, not only its training
 
 
-def test_ctrl_c_stops_decoding_within_seconds_and_leaves_no_file(tmp_path_factory, tmp_path):
-    """A test split of 20,000 pairs (the tiny one's training pairs, repeated): over a minute of decoding."""
+def test_ctrl_c_stops_decoding_within_seconds_leaves_no_file_and_no_process(tmp_path_factory, tmp_path):
+    """A test split of 20,000 pairs (the tiny one's training pairs, repeated): over a minute of
+    decoding, with a data-loading worker process (fairseq's default --num-workers 1), which outlived
+    the recipe by seconds."""
     _, tiny, first = tiny_s2s(tmp_path_factory)
     data, n = tmp_path / "data", 20000
     data.mkdir()
@@ -101,8 +117,8 @@ def test_ctrl_c_stops_decoding_within_seconds_and_leaves_no_file(tmp_path_factor
     (tmp_path / "refs.txt").write_text("a b\n" * n)
     out_dir = tmp_path / "gen"
     proc = start("s2s/generate.sh", "--preset", "demo", "--data", data, "--checkpoint", first / "checkpoint_last.pt",
-                 "--refs", tmp_path / "refs.txt", "--out-dir", out_dir, "--", "--cpu", "--num-workers", "0",
-                 "--max-len-b", "4", "--beam", "2")
+                 "--refs", tmp_path / "refs.txt", "--out-dir", out_dir, "--", "--cpu", "--max-len-b", "4",
+                 "--beam", "2")
 
     def decoding():  # fairseq-generate has written its first hypotheses into the recipe's temp dir
         logs = [out_dir / t / "generate-test.txt" for t in (os.listdir(out_dir) if out_dir.is_dir() else [])]
@@ -112,6 +128,10 @@ def test_ctrl_c_stops_decoding_within_seconds_and_leaves_no_file(tmp_path_factor
     while time.time() < deadline and proc.poll() is None and not decoding():
         time.sleep(0.05)
     out, seconds = ctrl_c(proc)
+    left = left_in_session(proc.pid)  # the moment the recipe has ended
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
     assert proc.returncode == 130, out[-2000:]
     assert seconds < 20, f"{seconds:.1f} s after Ctrl-C"
+    assert left == [], f"still running after the recipe ended: {left}"
     assert os.listdir(out_dir) == []  # no result, no temp dir

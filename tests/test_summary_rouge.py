@@ -216,6 +216,18 @@ def test_score_preset_style_needs_a_preset_and_perl_says_what_to_install(tmp_pat
     assert proc.returncode == 2 and "--style s2s-ft needs --preset cnndm or xsum" in proc.stderr
 
 
+def test_empty_hypothesis_and_reference_files_are_one_line_error_not_a_table_of_zeros(tmp_path):
+    (tmp_path / "empty").write_text("")
+    (tmp_path / "no-newline").write_text("a b\nc d")  # a last line without a newline is an example
+    proc = subprocess.run([sys.executable, SCORE, "--ref", tmp_path / "empty", "--hyp", tmp_path / "empty"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"score.py: error: {tmp_path / 'empty'} holds no example (an empty file): nothing to score\n"
+    proc = subprocess.run([sys.executable, SCORE, "--ref", tmp_path / "no-newline", "--hyp", tmp_path / "no-newline"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("2 references: "), proc.stderr
+
+
 def test_the_fairseq_scorer_splits_at_the_separator_a_wordpiece_vocabulary_carries_it_in():
     from fairseq_pmlm.scoring.rouge import RougeScorer, RougeScorerConfig
 

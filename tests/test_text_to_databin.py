@@ -277,6 +277,37 @@ def test_sigterm_removes_the_temporary_directory_and_writes_nothing(corpus, tmp_
     assert no_leftovers(tmp_path) == [] and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("instant", ["the staging directory is made", "the tokeniser loads"])
+def test_a_sigterm_the_instant_the_staging_directory_exists_leaves_no_directory(corpus, tmp_path, monkeypatch,
+                                                                                instant):
+    """A group SIGTERM in the first second of prepare_data.sh left an empty .NAME.XXXXXXXX behind:
+    the directory was made before the code that removes it was in place."""
+    import tempfile
+
+    from fairseq_pmlm.data.databin import prepare as prepare_module
+
+    def signalled(real):
+        def call(*args, **kwargs):
+            made = real(*args, **kwargs)  # the signal right after: made, not yet in anyone's hands
+            os.kill(os.getpid(), signal.SIGTERM)
+            return made
+        return call
+
+    if instant == "the staging directory is made":
+        monkeypatch.setattr(tempfile, "mkdtemp", signalled(tempfile.mkdtemp))
+    else:
+        monkeypatch.setattr(prepare_module, "make_tokenizer", signalled(prepare_module.make_tokenizer))
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        rc = prepare(tmp_path / "out", "corpus", "--train", corpus / "valid.txt", "--valid", corpus / "valid.txt",
+                     "--spm-model", corpus / "spm.model")
+    finally:
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
+    assert rc == 130
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize("mode", ["corpus", "pairs"])
 def test_sigterm_to_the_process_group_at_any_instant_stops_at_once_and_removes_the_temporary_directory(
         corpus, tmp_path, mode):

@@ -1,10 +1,14 @@
 """SIGTERM handled as Ctrl-C by the commands that build outputs in a temporary directory
-(text_to_databin, convert_checkpoint, get_data): Python's default SIGTERM kills the process before any
-``finally`` runs, which would leave the hidden temporary directory behind. Training handles
+(text_to_databin, convert_checkpoint, get_data; the directory rule is ``output_dir``): Python's
+default SIGTERM kills the process before any ``finally`` runs, which would leave the hidden
+temporary directory behind. Training handles
 SIGTERM differently (``preemption.py``: save at the next update, then stop). The first SIGTERM or
 Ctrl-C interrupts; later ones are ignored while the command cleans up."""
 import signal
 import sys
+
+from ..errors import OneLineError
+from . import output_dir
 
 
 def _interrupt(signum, frame):
@@ -22,9 +26,10 @@ def sigterm_as_interrupt():
 
 def one_line_exit(prog, run, errors=(), out=None):
     """The exit status of such a command: ``run()`` under ``sigterm_as_interrupt``; 0, or 2 with
-    ``PROG: error: MESSAGE`` for one of ``errors`` or an ``OSError`` (naming its file, else
-    ``out``), or 130 with "interrupted: nothing written" on Ctrl-C or SIGTERM (``run`` removes its
-    temporary directory on the way out)."""
+    ``PROG: error: MESSAGE`` for one of ``errors``, a ``OneLineError`` or an ``OSError`` (naming its
+    file as the user will find it, else ``out``), or 130 on Ctrl-C or SIGTERM. On every way out the
+    output directories still open are closed (``output_dir``: their staging directory removed)."""
+    errors = (OneLineError, *(errors if isinstance(errors, tuple) else (errors,)))
     sigterm_as_interrupt()
     try:
         run()
@@ -32,9 +37,13 @@ def one_line_exit(prog, run, errors=(), out=None):
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted: nothing written", file=sys.stderr)
+        done = output_dir.written()
+        print(f"{prog}: interrupted: " + (f"{done[-1]} was written whole before" if done else "nothing written"),
+              file=sys.stderr)
         return 130
     except OSError as e:
-        print(f"{prog}: error: {e.filename or out}: {e.strerror}", file=sys.stderr)
+        print(f"{prog}: error: {output_dir.shown(e.filename) or out}: {e.strerror or e}", file=sys.stderr)
         return 2
+    finally:
+        output_dir.close_all()
     return 0

@@ -17,5 +17,7 @@ imports nothing.
 - ``tokenizer_files``: which tokenizer (``spm.model`` or ``vocab.txt``) a data or model directory
   holds beside its dictionary, the fairseq flags for it, and a piece encoder for either;
 - ``token_ids``: lines -> tokeniser ids in batches (sentencepiece and WordPiece, the sentence
-  separator one id of its own) and the id -> dictionary-row table of the data-bin engine.
+  separator one id of its own) and the id -> dictionary-row table of the data-bin engine;
+- ``lines``: the lines of a one-example-a-line file as every command counts them (``\n`` only, a
+  last line without one counts).
 """

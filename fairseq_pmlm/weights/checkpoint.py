@@ -8,14 +8,12 @@ optimizer-history entry at update 0, no optimizer state and a fresh train iterat
 torch's ``weights_only=True``: it holds only tensors and plain containers.
 """
 import os
-import shutil
-import tempfile
-from contextlib import contextmanager
 from dataclasses import fields
 
 import torch
 
 from ..arch import ARCH_SIZES, SIZE_FIELDS, TransformerShape
+from ..runtime import output_dir
 from .layouts import ConversionError
 
 USER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -109,37 +107,14 @@ def checkpoint_state(cfg, model_state):
 
 
 def refuse_replacing_inputs(out_dir, inputs):
-    """Replacing ``out_dir`` deletes what it holds: never when that is one of ``inputs`` (the
-    output is an input, or an input lies inside it), with or without --force."""
-    out = os.path.realpath(out_dir)
-    for path in inputs:
-        real = os.path.realpath(path)
-        if real == out or real.startswith(out + os.sep):
-            raise ConversionError(f"the output directory {out_dir} holds the input {path}: choose another output")
+    """Never replace a directory that holds one of ``inputs``, with or without --force."""
+    output_dir.check_inputs(out_dir, inputs, ConversionError)
 
 
-@contextmanager
-def atomic_directory(out_dir, force=False):
-    """Yields a temp directory beside ``out_dir``; it becomes ``out_dir`` only if the
-    block finishes, so a failure never leaves a partial output behind."""
-    out_dir = os.path.abspath(out_dir)
-    if os.path.exists(out_dir) and not force:
-        raise ConversionError(f"{out_dir} exists (pass --force to replace it)")
-    parent = os.path.dirname(out_dir)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", dir=parent)
-    try:
-        yield tmp
-        if os.path.exists(out_dir):
-            old = tmp + ".old"
-            os.rename(out_dir, old)
-            os.rename(tmp, out_dir)
-            shutil.rmtree(old)
-        else:
-            os.rename(tmp, out_dir)
-    finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp)
+def output_directory(out_dir, force=False):
+    """``with output_directory(OUT, force) as output:`` fill ``output.path``; it becomes OUT only if
+    the block finishes (``runtime/output_dir.py``: a failure or an interrupt leaves no partial output)."""
+    return output_dir.building(out_dir, force, error=ConversionError)
 
 
 def load(path):

@@ -248,7 +248,8 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
 
     out_abs = os.path.abspath(out_dir)
     cfg = checkpoint.training_cfg(out_abs, shape, arch, os.path.join(out_abs, "vocab.txt"), is_cased, seq2seq)
-    with checkpoint.atomic_directory(out_abs, force) as tmp:
+    with checkpoint.output_directory(out_abs, force) as output:
+        tmp = output.path
         with open(os.path.join(tmp, "dict.txt"), "w", encoding="utf-8") as f:
             f.write(mapping.dict_txt())
         vocab.write_vocab(os.path.join(tmp, "vocab.txt"), tokens)
@@ -266,7 +267,8 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
         # the pre-training task warms a head the source did not have before it trains the rest
         full[LM_HEAD_TRAINED] = torch.tensor("lm_head.bias" in tensors)
         model.load_state_dict(full, strict=True)
-        checkpoint.save(checkpoint.checkpoint_state(cfg, model.state_dict()), os.path.join(tmp, "model.pt"))
+        with output.writing("model.pt") as path:
+            checkpoint.save(checkpoint.checkpoint_state(cfg, model.state_dict()), path)
     info = {"layout": layout, "arch": arch, "flags": checkpoint.model_flags(shape, arch), "cased": is_cased,
             "pseudo_from_mask": mapping.pseudo_from_mask, "placeholders": mapping.placeholders, "notes": notes,
             "vocab_size": len(mapping.symbols), "task": cfg["task"]["_name"]}

@@ -208,7 +208,8 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
     tensors["lm_head.bias"][dropped] = -10000.0
     sd = layouts.from_plugin(tensors, shape)
     config = layouts.hf_config(shape, len(names), names.index("[PAD]"))
-    with checkpoint.atomic_directory(out_dir, force) as tmp:
+    with checkpoint.output_directory(out_dir, force) as output:
+        tmp = output.path
         if fmt == "hf":
             # with a relative table the model is no BERT: a type transformers refuses without the code
             config.update(model_type="bert" if shape.no_rel_pos else "unilmv2",
@@ -216,13 +217,15 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
                           auto_map={k: v for k, v in AUTO_MAP.items() if k != "AutoConfig"} if shape.no_rel_pos
                           else AUTO_MAP)
             shutil.copy(MODELING_SOURCE, os.path.join(tmp, MODELING_FILE))
-            save_file(sd, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+            with output.writing("model.safetensors") as path:
+                save_file(sd, path, metadata={"format": "pt"})
         else:
             sd, dropped_bias = layouts.fuse_qkv(sd, shape.encoder_layers)
             if dropped_bias:
                 notes.append(f"layer(s) {', '.join(map(str, dropped_bias))}: a non-zero key bias has no place in the "
                              "UniLMv2 layout and is left out (the softmax cancels it: outputs agree up to rounding)")
-            torch.save(sd, os.path.join(tmp, "pytorch_model.bin"))
+            with output.writing("pytorch_model.bin") as path:
+                torch.save(sd, path)
         with open(os.path.join(tmp, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
         vocab.write_vocab(os.path.join(tmp, "vocab.txt"), names)

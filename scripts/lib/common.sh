@@ -200,10 +200,28 @@ run_step_logged() {  # run_step_logged LOG CMD...: run_step CMD, its output also
   return "$rc"
 }
 
+descendants() {  # descendants PID: the pids of PID's children, theirs, ... (none without pgrep)
+  local kid
+  for kid in $(pgrep -P "$1" 2> /dev/null); do
+    echo "$kid"
+    descendants "$kid"
+  done
+}
+
 on_signal() {  # on_signal SIG STATUS: pass SIG to the running step (INT as TERM), let it finish, exit STATUS
   if [ -n "$CHILD" ]; then
+    local pids pid i
+    pids=$(descendants "$CHILD")  # before it ends: its children are then re-parented
     kill -s "${1/#INT/TERM}" "$CHILD" 2> /dev/null || true
     wait "$CHILD" 2> /dev/null || true
+    # a step's own children (a DataLoader's worker processes) notice their parent went only at
+    # their next check, seconds later: the recipe ends after them, not before (10 s at most)
+    for pid in $pids; do
+      for ((i = 0; i < 100; i++)); do
+        kill -0 "$pid" 2> /dev/null || break
+        sleep 0.1
+      done
+    done
   fi
   exit "$2"
 }

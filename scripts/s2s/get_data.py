@@ -16,29 +16,33 @@ PATH is a directory in one of these forms (found by looking at its files):
   mark, highlights after each @highlight);
 - s2s-ft's preprocessed files: {train,dev|validation,test}.json (JSON lines of "src" and "tgt",
   text or WordPiece token lists) and, for a test split without targets, its test.target
-  references (" <S_SEP> " between sentences).
+  references (" <S_SEP> " between sentences) beside test.json; no other *.target file is read.
 
 Sources are one line (newlines become spaces). CNN/DailyMail targets keep their sentence
 boundaries as " [X_SEP] " (s2s-ft's separator: prepare.sh keeps it one token, the model learns to
 emit it, score.py splits there); XSum's are one sentence. Files are read as streams (parquet by
 batches of rows, JSON lines and stories line by line). Train and valid examples with an empty
-source or target are dropped and counted; the test split is kept whole. Everything is written in
-a temporary directory beside RAW and renamed into place at the end: an error, Ctrl-C or SIGTERM
-leaves nothing. Errors are one line (get_data.py: error: ...) and exit status 2.
+source or target are dropped and counted; the test split is kept whole. Text fields must hold
+text (a column of bytes or numbers is refused, naming it and the file).
+
+RAW is never inside PATH (nor PATH itself, the current or home directory), and --force replaces
+only a directory get_data.py wrote (it holds a .get_data marker). RAW is built beside itself and
+swapped in with renames (fairseq_pmlm/runtime/output_dir.py): an error, Ctrl-C or SIGTERM at any
+instant leaves the old RAW or the new one whole and no temporary directory; a second run into the
+same RAW while one runs is refused. Errors are one line (get_data.py: error: ...), exit status 2.
 """
 import argparse
 import hashlib
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import recipe_info  # noqa: E402,F401  (first: enters the plugin package without fairseq's import)
 
 # isort: split
+from fairseq_pmlm.runtime import output_dir  # noqa: E402
 from fairseq_pmlm.runtime.interrupts import one_line_exit  # noqa: E402
 from fairseq_pmlm.symbols import SENTENCE_SEP  # noqa: E402
 
@@ -52,6 +56,7 @@ URL_LISTS = {"all_train.txt": "train", "all_val.txt": "valid", "all_test.txt": "
 END_MARKS = (".", "!", "?", "...", "'", "`", '"', "\u2019", "\u201d", ")")
 METADATA = {"dataset_info.json", "state.json", "dataset_dict.json"}
 BATCH_ROWS = 1000
+MARKER = ".get_data"  # in every RAW written here: what --force may replace
 
 
 class DataError(Exception):
@@ -104,6 +109,9 @@ def hf_rows(path, kind, fields):
             missing = [f for f in fields if not isinstance(row, dict) or f not in row]
             if missing:
                 raise DataError(f"{path}:{n}: no {' / '.join(missing)} field (expected {', '.join(fields)})")
+            for field, value, lists in ((fields[0], row[fields[0]], False), (fields[1], row[fields[1]], True)):
+                if not is_text(value, lists):
+                    raise DataError(f"{path}:{n}: the {field} field holds {type(value).__name__}, not text")
             yield row[fields[0]], row[fields[1]]
         return
     for batch in arrow_batches(path, kind, fields):
@@ -117,8 +125,7 @@ def arrow_batches(path, kind, fields):
             import pyarrow.parquet as pq
 
             f = pq.ParquetFile(path)
-            names = f.schema_arrow.names
-            check_columns(path, names, fields)
+            check_columns(path, f.schema_arrow, fields)
             yield from f.iter_batches(batch_size=BATCH_ROWS, columns=list(fields))
             return
         import pyarrow.ipc as ipc
@@ -130,17 +137,32 @@ def arrow_batches(path, kind, fields):
                 reader = ipc.open_file(source)
                 reader = (reader.get_batch(i) for i in range(reader.num_record_batches))
             for batch in reader:
-                check_columns(path, batch.schema.names, fields)
+                check_columns(path, batch.schema, fields)
                 yield batch
     except (pa.ArrowInvalid, OSError) as e:
         raise DataError(f"{path}: not a readable {kind} file ({str(e).splitlines()[0]})") from None
 
 
-def check_columns(path, names, fields):
-    missing = [f for f in fields if f not in names]
+def is_text(value, lists):
+    """A text field's value: text or nothing, and for a target (``lists``) a list of sentences too."""
+    if value is None or isinstance(value, str):
+        return True
+    return lists and isinstance(value, list) and all(isinstance(s, str) for s in value)
+
+
+def check_columns(path, schema, fields):
+    missing = [f for f in fields if f not in schema.names]
     if missing:
-        raise DataError(f"{path}: no {' / '.join(missing)} column (it has {', '.join(names)}; expected "
+        raise DataError(f"{path}: no {' / '.join(missing)} column (it has {', '.join(schema.names)}; expected "
                         f"{', '.join(fields)})")
+    pa = pyarrow()
+    for field, lists in ((fields[0], False), (fields[1], True)):
+        kind = schema.field(field).type
+        inner = kind.value_type if lists and (pa.types.is_list(kind) or pa.types.is_large_list(kind)) else None
+        text = (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)
+                or inner is not None and (pa.types.is_string(inner) or pa.types.is_large_string(inner)))
+        if not text:  # bytes would be written as b'...', numbers and structs stop in the middle
+            raise DataError(f"{path}: the {field} column holds {kind}, not text (convert it to strings)")
 
 
 def pyarrow():
@@ -236,7 +258,7 @@ def survey(root):
         subdirs.sort()
         files += [os.path.join(d, n) for n in sorted(names) if not n.startswith(".")]
     stories = {}
-    url_lists, data, gold, unknown = {}, [], {}, []
+    url_lists, data, unknown = {}, [], []
     for path in files:
         name, rel = os.path.basename(path), os.path.relpath(path, root)
         if name.endswith(".story"):
@@ -245,8 +267,8 @@ def survey(root):
             url_lists[URL_LISTS[name]] = path
         elif name in METADATA:
             continue
-        elif name.endswith(".target") and split_of(rel):
-            gold[split_of(rel)] = path
+        elif name.endswith(".target"):
+            continue  # s2s-ft's references: read beside their split's .json only (s2sft_gold)
         else:
             kind = data_kind(path)
             if kind is None:
@@ -265,7 +287,7 @@ def survey(root):
     kinds = {k for k, _, _ in data}
     if len(kinds) > 1:
         raise DataError(f"{root} mixes {' and '.join(sorted(kinds))} files: give one form at a time")
-    return {"form": "s2s-ft" if "s2sft" in kinds else kinds.pop(), "data": data, "gold": gold}
+    return {"form": "s2s-ft" if "s2sft" in kinds else kinds.pop(), "data": data}
 
 
 def data_kind(path):
@@ -313,10 +335,16 @@ def splits_of(dataset, found):
     def rows(split):
         for kind, path in by_split[split]:
             if kind == "s2sft":
-                yield from s2sft_rows(path, found["gold"].get(split))
+                yield from s2sft_rows(path, s2sft_gold(path))
             else:
                 yield from hf_rows(path, kind, fields)
     return {s: rows(s) for s in SPLITS}
+
+
+def s2sft_gold(json_path):
+    """s2s-ft's reference file of a split: SPLIT.target beside SPLIT.json, or None."""
+    gold = os.path.splitext(json_path)[0] + ".target"
+    return gold if os.path.isfile(gold) else None
 
 
 def story_rows(list_path, stories):
@@ -362,37 +390,25 @@ def main(argv=None):
     p.add_argument("--out", required=True, metavar="RAW", help="output directory, e.g. raw/cnndm")
     p.add_argument("--force", action="store_true", help="replace an existing RAW")
     a = p.parse_args(argv)
-    return one_line_exit(PROG, lambda: build(a), DataError, a.out)  # the temporary directory goes on SIGTERM too
+    return one_line_exit(PROG, lambda: build(a), DataError, a.out)  # the staging directory goes on SIGTERM too
 
 
 def build(a):
-    """get_data's work: RAW written through a temporary directory beside it (removed on any error)."""
-    out = os.path.abspath(a.out)
-    tmp = None
-    try:
-        if os.path.lexists(out) and not a.force:
-            raise DataError(f"{a.out} exists: pass --force to replace it")
-        if os.path.realpath(a.src).startswith(os.path.realpath(out) + os.sep) or \
-                os.path.realpath(a.src) == os.path.realpath(out):
-            raise DataError(f"the output {a.out} holds the input {a.src}: choose another --out")
-        found = survey(a.src)
-        splits = splits_of(a.dataset, found)
-        os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", dir=os.path.dirname(out))
+    """get_data's work: RAW built beside itself and swapped in (runtime/output_dir.py)."""
+    # refused before anything is read or written: the input's own tree, or a RAW not written here
+    output_dir.check(a.out, a.force, inputs=[a.src], within=[a.src], marker=(MARKER, PROG), error=DataError,
+                     hint="--out")
+    found = survey(a.src)
+    splits = splits_of(a.dataset, found)
+    with output_dir.building(a.out, a.force, inputs=[a.src], within=[a.src], marker=(MARKER, PROG),
+                             error=DataError, hint="--out") as output:
         print(f"get_data: {a.dataset} from {a.src} ({found['form']})", flush=True)
-        counts = write(a.dataset, splits, tmp)
-        if os.path.lexists(out):
-            shutil.rmtree(out)
-        os.rename(tmp, out)
-        tmp = None
-        for split in SPLITS:
-            kept, dropped = counts[split]
-            note = f" ({dropped:,} with an empty source or target dropped)" if dropped else ""
-            print(f"get_data:   {split}: {kept:,} examples{note}")
-        print(f"get_data: wrote {a.out}/{{train,valid,test}}.{{source,target}}, {a.out}/test.target.sentences")
-    finally:
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
+        counts = write(a.dataset, splits, output.path)
+    for split in SPLITS:
+        kept, dropped = counts[split]
+        note = f" ({dropped:,} with an empty source or target dropped)" if dropped else ""
+        print(f"get_data:   {split}: {kept:,} examples{note}")
+    print(f"get_data: wrote {a.out}/{{train,valid,test}}.{{source,target}}, {a.out}/test.target.sentences")
 
 
 if __name__ == "__main__":

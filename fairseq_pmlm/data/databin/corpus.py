@@ -2,15 +2,13 @@
 tokeniser a given or trained sentencepiece model (trained here, in a child process), or a BERT
 WordPiece vocabulary (its converted dictionary, or a given cut of it)."""
 import os
-import shutil
-import tempfile
 
 import numpy as np
 
 from ...text.token_ids import lookup_table
 from . import PrepareError
 from .dictionary import check_dict_is_vocab_cut, dictionary_from_counts, load_dictionary, load_dictionary_text
-from .prepare import Preparer, check_output, print_stats
+from .prepare import Preparer, open_output, print_stats
 from .reading import has_text, shard_plan
 from .workers import Workers
 from .writer import write_tokenizer_files
@@ -47,22 +45,17 @@ def prepare_corpus(a):
         raise PrepareError(f"validation file has no text (only blank lines or empty): {a.valid}")
     if a.shards < 1:
         raise PrepareError("--shards must be at least 1")
-    tmp_spm = None
     if a.wordpiece_vocab:
         spec = ("wp", os.path.abspath(a.wordpiece_vocab), {"cased": True, "uncased": False}.get(a.wordpiece_case))
     else:
         spec = ("spm", None, None)
-    prep = None
+    output, prep = open_output(a.out, a.force, inputs), None
     try:
         if spec[0] == "spm":
             if a.spm_model:
                 spec = ("spm", os.path.abspath(a.spm_model), None)
             else:
-                check_output(os.path.abspath(a.out), a.force, inputs)
-                parent = os.path.dirname(os.path.abspath(a.out))
-                os.makedirs(parent, exist_ok=True)  # the trainer's temp dir goes there, before Preparer makes it
-                tmp_spm = tempfile.mkdtemp(prefix=".spm.", dir=parent)
-                model = os.path.join(tmp_spm, "spm.model")
+                model = os.path.join(output.staging, "spm.model")  # a scratch file of the run
                 print(f"prepare_data: training sentencepiece (bpe, vocab {a.vocab_size}) on {', '.join(train_files)}",
                       flush=True)
                 # in a child process: the trainer's sample (up to 2M sentences, ~1 GB) is freed
@@ -73,7 +66,7 @@ def prepare_corpus(a):
                 finally:  # on Ctrl-C or SIGTERM too: the trainer stops at once
                     trainer.close()
                 spec = ("spm", model, None)
-        prep = Preparer(a.prog, a.out, spec, a.workers, a.force, inputs)
+        prep = Preparer(a.prog, output, spec, a.workers)
         tok = prep.tokenizer
         if spec[0] == "wp":
             prep.say(f"{'cased' if tok.cased else 'uncased'} WordPiece of {a.wordpiece_vocab}, "
@@ -105,8 +98,7 @@ def prepare_corpus(a):
             if dictionary.indices.get(reserved, -1) >= dictionary.nspecial:
                 raise PrepareError(f"dict.txt already holds {reserved}")
         table = lookup_table(pieces, dictionary)
-        built = os.path.join(prep.tmp, "out")
-        os.makedirs(built)
+        built = prep.built
         dirs = [built] if a.shards == 1 else [os.path.join(built, f"shard{k}") for k in range(a.shards)]
         for k, d in enumerate(dirs):
             os.makedirs(d, exist_ok=True)
@@ -119,7 +111,7 @@ def prepare_corpus(a):
             print_stats(prep, f"train{' shard %d' % k if a.shards > 1 else ''}", *stats)
         print_stats(prep, "valid", *prep.write(valid_parts, table, os.path.join(dirs[0], "valid"),
                                                    len(dictionary)))
-        prep.finish(built)
+        prep.finish()
         prep.close()
         prep.summary()
         final = [prep.out] if a.shards == 1 else [os.path.join(prep.out, f"shard{k}") for k in range(a.shards)]
@@ -130,5 +122,4 @@ def prepare_corpus(a):
     finally:
         if prep is not None:
             prep.close()
-        if tmp_spm:
-            shutil.rmtree(tmp_spm, ignore_errors=True)
+        output.close()

@@ -8,7 +8,7 @@ from ...text import tokenizer_files
 from ...text.token_ids import lookup_table
 from . import PrepareError
 from .dictionary import check_dict_is_vocab_cut, load_dictionary
-from .prepare import Preparer, print_stats
+from .prepare import Preparer, open_output, print_stats
 from .reading import count_lines, has_text
 
 
@@ -45,8 +45,9 @@ def prepare_pairs(a):
         spec = ("spm", tok_files.path, None)
     else:
         spec = ("wp", tok_files.path, tok_files.cased)
-    prep = Preparer(a.prog, a.out, spec, a.workers, a.force, inputs)
+    output, prep = open_output(a.out, a.force, inputs), None
     try:
+        prep = Preparer(a.prog, output, spec, a.workers)
         tok = prep.tokenizer
         prep.say(f"{tok_files.kind} of {tok_files.path}, {a.workers} worker(s)")
         encoded, separators = {}, {}
@@ -73,17 +74,18 @@ def prepare_pairs(a):
                 prep.say(f"sentence separator {SENTENCE_SEP}: {sum(separators.values()):,} in the text, one token "
                          f"each ({sep if sep != SENTENCE_SEP else 'its own row'})")
         table = lookup_table(tok.pieces(), dictionary)
-        built = os.path.join(prep.tmp, "out")
-        os.makedirs(built)
+        built = prep.built
         for (split, side), parts in encoded.items():
             stats = prep.write(parts, table, os.path.join(built, f"{split}.source-target.{side}"), len(dictionary))
             print_stats(prep, f"{split}.{side}", *stats)
         for side in ("source", "target"):
             dictionary.save(os.path.join(built, f"dict.{side}.txt"))
         tokenizer_files.copy(pre, built)
-        prep.finish(built)
+        prep.finish()
         prep.close()
         prep.summary()
         prep.say(f"wrote {prep.out}")
     finally:
-        prep.close()
+        output.close()
+        if prep is not None:
+            prep.close()

@@ -1,13 +1,12 @@
-"""One run of the data-bin engine (``Preparer``): the tokeniser, a temporary directory beside the
-output (refusing to replace an input, or an output without ``--force``), the pool of workers, the
-progress lines and the closing summary of what it cost; moving the built directory into place."""
+"""One run of the data-bin engine (``Preparer``): the tokeniser, the output directory (built and
+swapped in by the rule of ``runtime/output_dir.py``), the pool of workers, the progress lines and
+the closing summary of what it cost."""
 import os
-import shutil
-import tempfile
 import time
 
 import numpy as np
 
+from ...runtime import output_dir
 from ...text.token_ids import make_tokenizer
 from . import PrepareError, reading
 from .reading import part_offsets
@@ -18,14 +17,11 @@ _START = [time.time()]  # reset by cli.main(): the summary's end-to-end time inc
 
 
 class Preparer:
-    """One run: the tokeniser, a temp dir beside the output, a pool of workers."""
+    """One run: the tokeniser, the output (``open_output``), a pool of workers."""
 
-    def __init__(self, prog, out, tokenizer_spec, workers, force, inputs):
-        self.prog, self.out, self.spec, self.workers = prog, os.path.abspath(out), tokenizer_spec, workers
-        check_output(self.out, force, inputs)
-        parent = os.path.dirname(self.out)
-        os.makedirs(parent, exist_ok=True)
-        self.tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(self.out)}.", dir=parent)
+    def __init__(self, prog, output, tokenizer_spec, workers):
+        self.prog, self.output, self.spec, self.workers = prog, output, tokenizer_spec, workers
+        self.out, self.tmp, self.built = output.out, output.staging, output.path  # scratch files in tmp
         self.tokenizer = make_tokenizer(tokenizer_spec)
         self.eos_code = self.tokenizer.size
         self.pool = None
@@ -86,37 +82,22 @@ class Preparer:
                  f"peak RSS {own:,.0f} MB"
                  + (f" (the largest child process: {child:,.0f} MB)" if child else ""))
 
-    def finish(self, built):
-        """Move the built directory into place (replacing an old one only after it is whole)."""
-        old = None
-        if os.path.lexists(self.out):
-            old = os.path.join(self.tmp, "replaced")
-            os.rename(self.out, old)
-        os.rename(built, self.out)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
+    def finish(self):
+        """The built directory into place (the old one replaced only once the new one is whole)."""
+        self.output.commit()
 
     def close(self):
         """Stop the workers (waiting for them, so their peak RSS is counted) and remove the temp dir."""
         if self.pool is not None:
             self.pool.close()
             self.pool = None
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.output.close()
 
 
-def check_output(out, force, inputs):
-    """Refuse to replace an output that holds an input (even with --force), or any existing
-    output without --force."""
-    real_out = os.path.realpath(out)
-    for path in inputs:
-        real = os.path.realpath(path)
-        if real == real_out or real.startswith(real_out + os.sep):
-            raise PrepareError(f"the output {out} holds the input {path}: choose another --name or --destdir "
-                               "(it would be deleted)")
-        if real_out.startswith(real + os.sep):
-            raise PrepareError(f"the output {out} lies inside the input {path}")
-    if os.path.lexists(out) and not force:
-        raise PrepareError(f"{out} exists: pass --force to replace it")
+def open_output(out, force, inputs):
+    """The run's ``output_dir.Output``: refused if it would replace an input (even with --force),
+    or an existing output without --force."""
+    return output_dir.Output(out, force, inputs=inputs, error=PrepareError, hint="--name or --destdir")
 
 
 def print_stats(prep, label, lines, tokens, unks):

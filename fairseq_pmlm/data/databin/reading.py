@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 
+from ...text.lines import count_lines  # noqa: F401  (the one line-counting rule; re-exported)
 from . import PrepareError
 
 PART_BYTES = 32 << 20  # a worker's unit of work; small enough to balance 2..64 workers
@@ -60,16 +61,6 @@ def read_lines(path, start, end):
                 batch = []
     if batch:
         yield batch
-
-
-def count_lines(path):
-    """Lines as this module splits them (``\\n`` only; a last line without one counts)."""
-    n, last = 0, b"\n"
-    with open(path, "rb") as f:
-        while block := f.read(1 << 24):
-            n += block.count(b"\n")
-            last = block[-1:]
-    return n + (last != b"\n")
 
 
 def part_offsets(path, start, end, part_bytes=PART_BYTES):

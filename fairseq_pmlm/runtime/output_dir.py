@@ -1,0 +1,231 @@
+"""The one rule for a command that writes an output directory OUT and replaces it with --force
+(``text_to_databin``: prepare_data.sh and s2s/prepare.sh; ``convert_checkpoint.py`` import and
+export; ``s2s/get_data.py``):
+
+- refused before anything is written: an OUT that holds an input, or lies inside an input read
+  whole (``within``); the current, home or root directory, or one that holds them; a symbolic
+  link; an existing OUT without --force, and with ``marker`` one that is not this command's own
+  earlier output (a marker file inside it says so);
+- built beside OUT in a hidden staging directory (``.NAME.XXXXXXXX``, same filesystem, so renames)
+  that also holds the command's scratch files; the new OUT inside it is made with ``mkdir`` and so
+  gets the user's umask (``mkdtemp`` makes 0700);
+- one run at a time: each run holds a lock (``flock``) on its staging directory for the whole run,
+  and a run that finds another staging directory of OUT locked is refused, instead of replacing
+  the other run's output (one left unlocked by a killed run is no obstacle);
+- swapped in with two renames while SIGINT and SIGTERM are held back (``signals_held``: old OUT
+  into the staging directory, new OUT into place): an interrupt at any instant leaves the old or
+  the new OUT whole;
+  then the staging directory, with the old OUT, is removed;
+- the staging directory is registered the moment it exists (signals held back around
+  ``mkdtemp``), and ``interrupts.one_line_exit`` closes whatever is still open on any way out: no
+  hidden directory survives an error, Ctrl-C or SIGTERM at any instant.
+"""
+import contextlib
+import fcntl
+import glob
+import os
+import re
+import shutil
+import signal
+import tempfile
+import threading
+
+from ..errors import BadInput
+
+_OPEN = []  # the Outputs of this process not yet closed (one_line_exit closes them)
+_ALL = []  # every Output of this process (their paths named as the user finds them)
+_WRITTEN = []  # the OUTs swapped in by this process (an interrupt after that wrote something)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """SIGINT and SIGTERM that arrive in the block act at its end, through the handler they would
+    have met. (Python-level: masking the signal in this thread would not do, another thread of the
+    process, pyarrow's or a tokeniser's, may take it; Python runs every handler in the main thread.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # (only the main thread may set handlers; the commands do this work there)
+        return
+    arrived = []
+    before = {s: signal.signal(s, lambda signum, frame: arrived.append(signum))
+              for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        if arrived:
+            signal.raise_signal(arrived[0])
+
+
+def _inside(path, root):
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def check_inputs(out, inputs, error=BadInput, hint="output"):
+    """Replacing ``out`` deletes what it holds: never when that is one of ``inputs`` (the output is
+    an input, or an input lies inside it), with or without --force."""
+    real = os.path.realpath(out)
+    for path in inputs:
+        if _inside(os.path.realpath(path), real):
+            raise error(f"the output {out} holds the input {path}: choose another {hint} (it would be deleted)")
+
+
+def check(out, force, inputs=(), within=(), marker=None, error=BadInput, hint="output"):
+    """Every refusal of the rule above that needs no lock, before anything is written."""
+    if os.path.islink(out):  # (first: what it points to is not what --force would replace)
+        raise error(f"the output {out} is a symbolic link (to {os.readlink(out)}): give a directory, not a link")
+    check_inputs(out, inputs, error, hint)
+    real = os.path.realpath(out)
+    for path in within:
+        if _inside(real, os.path.realpath(path)):
+            raise error(f"the output {out} lies inside the input {path}: choose another {hint} (a later run "
+                        "would read it as input)")
+    for name, path in (("the current directory", os.getcwd()), ("your home directory", os.path.expanduser("~")),
+                       ("the root directory", os.sep)):
+        if _inside(os.path.realpath(path), real):
+            raise error(f"the output {out} is or holds {name}: choose another {hint}")
+    _check_existing(out, force, marker, error, hint)
+
+
+def _check_existing(out, force, marker, error, hint):
+    if not os.path.lexists(out):
+        return
+    if not force:
+        raise error(f"{out} exists: pass --force to replace it")
+    if marker and not os.path.isfile(os.path.join(out, marker[0])):
+        raise error(f"{out} exists and is not an output of {marker[1]} (no {marker[0]} in it): --force replaces "
+                    f"only that; choose another {hint}")
+
+
+class Output:
+    """One run's OUT: checked, locked, staged; ``path`` is the new OUT to fill, ``staging`` the
+    room for scratch files; ``commit()`` swaps it in, ``close()`` removes what is left."""
+
+    def __init__(self, out, force, inputs=(), within=(), marker=None, error=BadInput, hint="output"):
+        """``marker``: (file name, command name), for a command whose --force replaces only its own output."""
+        self.given, self.out = out, os.path.abspath(out)
+        self.force, self.marker, self.error, self.hint = force, marker, error, hint
+        check(out, force, inputs, within, marker, error, hint)
+        parent, name = os.path.split(self.out)
+        os.makedirs(parent, exist_ok=True)
+        self.lock_fd, self.staging, self.path = None, None, None
+        try:
+            with signals_held():  # registered the moment it exists
+                _OPEN.append(self)
+                _ALL.append(self)
+                self.staging = tempfile.mkdtemp(prefix=f".{name}.", dir=parent)
+                self.lock_fd = os.open(self.staging, os.O_RDONLY)
+                fcntl.flock(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new directory: free
+            self._refuse_a_second_run(parent, name)
+            self.path = os.path.join(self.staging, "out")
+            os.mkdir(self.path)  # the user's umask, where mkdtemp's 0700 would stay
+        except BaseException:
+            self.close()
+            raise
+
+    def _refuse_a_second_run(self, parent, name):
+        staged = re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}")  # mkdtemp's names for this OUT
+        for other in glob.glob(os.path.join(glob.escape(parent), f".{glob.escape(name)}.*")):
+            if other != self.staging and staged.fullmatch(os.path.basename(other)) and _locked(other):
+                raise self.error(f"{self.given}: another run is writing it now (its staging directory {other} "
+                                 "is in use): wait for it to end")
+
+    def shown(self, path):
+        """``path`` as the user will find it: under OUT, not under the staging directory."""
+        if path and self.path and _inside(str(path), self.path):
+            return self.given + str(path)[len(self.path):]
+        return path
+
+    @contextlib.contextmanager
+    def writing(self, name):
+        """Yields the staging path of OUT/``name`` for a library's writer: one that fails (a full
+        disk, say, which torch and safetensors report in their own exception types) is one line
+        naming OUT/``name``. (A plain ``OSError`` names its file already: one_line_exit prints it.)"""
+        path = os.path.join(self.path, name)
+        try:
+            yield path
+        except OSError:
+            raise
+        except Exception as e:  # noqa: BLE001  (torch's RuntimeError, safetensors' SafetensorError)
+            text = str(e)
+            # the OS's reason, as safetensors words it: "...: I/O error: No space left on device (os error 28)"
+            m = re.search(r"([^:]+) \(os error \d+\)", text)
+            reason = m.group(1).strip() if m else (text.strip().splitlines() or [type(e).__name__])[-1]
+            raise self.error(f"{self.shown(path)}: cannot write it: {reason}") from None
+
+    def commit(self):
+        """The new OUT into place, the old one (if any) into the staging directory, as one step."""
+        if self.marker:
+            with open(os.path.join(self.path, self.marker[0]), "w") as f:
+                f.write(f"written by {self.marker[1]}; its --force replaces this directory\n")
+        with signals_held():
+            # again: made meanwhile by something that does not take the lock?
+            _check_existing(self.given, self.force, self.marker, self.error, self.hint)
+            old = os.path.join(self.staging, "old")
+            moved = False
+            try:
+                if os.path.lexists(self.out):
+                    os.rename(self.out, old)
+                    moved = True
+                os.rename(self.path, self.out)
+            except BaseException:
+                if moved:
+                    os.rename(old, self.out)
+                raise
+            _WRITTEN.append(self.given)
+
+    def close(self):
+        """Remove the staging directory (the old OUT with it), then release its lock; idempotent."""
+        if self.staging:
+            shutil.rmtree(self.staging, ignore_errors=True)
+            self.staging = None
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
+        if self in _OPEN:
+            _OPEN.remove(self)
+
+
+def _locked(directory):
+    """Whether another process holds the lock of a staging directory."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # gone meanwhile
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # (releases the lock taken just to look)
+
+
+@contextlib.contextmanager
+def building(out, force, **rules):
+    """``with building(OUT, force, ...) as output:`` fill ``output.path``; it becomes OUT only if
+    the block finishes."""
+    output = Output(out, force, **rules)
+    try:
+        yield output
+        output.commit()
+    finally:
+        output.close()
+
+
+def close_all():
+    """Close every Output still open (one_line_exit, on the way out)."""
+    for output in list(_OPEN):
+        output.close()
+
+
+def shown(path):
+    """``path`` as the user will find it, whichever Output staged it."""
+    for output in _ALL:
+        path = output.shown(path)
+    return path
+
+
+def written():
+    """The OUTs this process has swapped in so far."""
+    return list(_WRITTEN)
