@@ -207,3 +207,18 @@ def test_the_device_is_found_once_and_without_torch_where_nvidia_smi_shows_no_gp
     gpu = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, cwd=REPO,
                          env={**env, "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"})
     assert gpu.stdout == "--fp16 1\ninherited 1\n" and gpu.stderr.count("probed") == 1
+
+
+def test_cpu_recipes_use_bf16_only_where_the_cpu_has_it_and_torch_is_not_held_to_avx2():
+    """The CPU recipes add --bf16-autocast on a CPU with AVX512-BF16/AMX, but not under the
+    emulation of an older CPU (ATEN_CPU_CAPABILITY=avx2), whose times the README states."""
+    def flags(**env):
+        out = subprocess.run(["bash", "-c", "source scripts/lib/common.sh; DEVICE=(--cpu); cpu_speed_flags; "
+                              "echo \"${DEVICE[*]}\""], cwd=REPO, capture_output=True, text=True,
+                             env={**{k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}, **env})
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    has_bf16 = any(w in open("/proc/cpuinfo").read().split() for w in ("avx512_bf16", "amx_bf16"))
+    assert ("--bf16-autocast" in flags()) == has_bf16
+    assert "--bf16-autocast" not in flags(ATEN_CPU_CAPABILITY="avx2")

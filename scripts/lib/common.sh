@@ -133,8 +133,12 @@ device_flags() {  # DEVICE: fairseq's flags for this machine, --fp16 on a GPU, -
 # shellcheck disable=SC2034  # DEVICE is for the recipe that sources this
 cpu_speed_flags() {  # DEVICE += what makes small models train fastest on this CPU (after device_flags)
   DEVICE+=(--num-workers 0)
-  # bf16 matmuls where the CPU has them (AVX512-BF16, AMX): ~1.2x per update on a 2-core EPYC
-  if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2> /dev/null; then DEVICE+=(--bf16-autocast); fi
+  # bf16 matmuls where the CPU has them (AVX512-BF16, AMX): ~1.2x per update on a 2-core EPYC; not
+  # when torch is held to AVX2 (ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2: an older CPU's times)
+  if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2> /dev/null &&
+    [[ ${ATEN_CPU_CAPABILITY:-avx512} != avx2 && ${ATEN_CPU_CAPABILITY:-avx512} != default ]]; then
+    DEVICE+=(--bf16-autocast)
+  fi
 }
 
 resume_or_start() {  # resume_or_start SAVE_DIR INIT TASK: before fine-tuning INIT (a checkpoint or none) into SAVE_DIR
