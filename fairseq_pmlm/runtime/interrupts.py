@@ -46,4 +46,8 @@ def one_line_exit(prog, run, errors=(), out=None):
         return 2
     finally:
         output_dir.close_all()
+    # done, the output whole: a signal now (the interpreter's shutdown) must not end a finished run
+    # in a KeyboardInterrupt traceback from an atexit hook
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     return 0
