@@ -394,3 +394,15 @@ def test_pairs_that_cannot_be_used_are_refused_when_prepared(corpus, tmp_path, c
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and expect in err, err
     assert sorted(os.listdir(tmp_path)) == (["pre", "raw"]) and os.path.isfile(pre / "dict.txt")
+
+
+def test_a_command_run_in_process_gives_the_callers_signal_handlers_back(tmp_path, corpus):
+    """The commands handle SIGTERM as Ctrl-C while they run; called in a process that goes on (a
+    test, a library), they leave its handlers as they were: an ignored SIGTERM or SIGINT would be
+    inherited by every process it starts afterwards (a recipe could then not be stopped)."""
+    import signal
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    assert prepare(tmp_path / "out", "corpus", "--train", corpus / "valid.txt", "--valid", corpus / "valid.txt",
+                   "--spm-model", corpus / "spm.model") == 0
+    assert {s: signal.getsignal(s) for s in before} == before

@@ -30,6 +30,7 @@ def one_line_exit(prog, run, errors=(), out=None):
     file as the user will find it, else ``out``), or 130 on Ctrl-C or SIGTERM. On every way out the
     output directories still open are closed (``output_dir``: their staging directory removed)."""
     errors = (OneLineError, *(errors if isinstance(errors, tuple) else (errors,)))
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
     sigterm_as_interrupt()
     try:
         run()
@@ -46,8 +47,8 @@ def one_line_exit(prog, run, errors=(), out=None):
         return 2
     finally:
         output_dir.close_all()
-    # done, the output whole: a signal now (the interpreter's shutdown) must not end a finished run
-    # in a KeyboardInterrupt traceback from an atexit hook
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # the caller's handlers again (a test or a library calls this in its own process, and an
+        # ignored signal would be inherited by every process it starts later)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 0
