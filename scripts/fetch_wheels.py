@@ -19,6 +19,8 @@ import subprocess
 import sys
 import zipfile
 
+from lib.missing_requirements import requirements  # scripts/lib: the one reading of requirements.txt
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
              "manylinux1_x86_64"]
@@ -26,16 +28,6 @@ PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x
 
 def norm(name):
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def requirements(path):
-    """[(spec, follow dependencies?)] of requirements.txt, torch and dev lines aside."""
-    out = []
-    for line in open(path):
-        spec = line.split("#")[0].strip()
-        if spec and not re.search(r"#\s*dev\b", line) and not spec.startswith("torch=="):
-            out.append((spec, not re.search(r"#\s*no-deps", line)))
-    return out
 
 
 def wheel_dependencies(wheel, python_version):
