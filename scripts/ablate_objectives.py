@@ -29,7 +29,14 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from fairseq_pmlm.models.unilmv2 import dictionary_digest, dictionary_misfit
 from fairseq_pmlm.objectives import NAMES, objective
+from fairseq_pmlm.recipe_info import count_items
+from fairseq_pmlm.scoring.rouge import rouge_per_example
+from fairseq_pmlm.scoring.score_files import paired_bootstrap
+from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
+from fairseq_pmlm.text.lines import count_lines, read_lines
+from fairseq_pmlm.weights.checkpoint import flags_of_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROG = "ablate_objectives.sh"
@@ -119,11 +126,6 @@ def check_inputs(a, objectives):
             raise Failure(f"{flag} {text!r}: {e}") from None
     if not os.path.isfile(a.refs):
         raise Failure(f"--refs {a.refs}: no such file")
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    from recipe_info import count_items
-
-    # isort: split
-    from fairseq_pmlm.text.lines import count_lines  # (after recipe_info: the package without fairseq)
 
     tests = count_items(os.path.join(pairs, "test.source-target.source.idx"))
     lines = count_lines(a.refs)  # as generate.sh and score.py count them
@@ -146,8 +148,6 @@ def dictionary_mismatch(checkpoint, dict_file):
     """The one line saying that ``checkpoint`` was trained with another dictionary, or None."""
     import torch
 
-    from fairseq_pmlm.models.unilmv2 import dictionary_digest, dictionary_misfit
-    from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
 
     try:
         state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
@@ -317,7 +317,6 @@ def pretrain(a, obj, seed, run_dir, progress, env):
 
 
 def flags_of(checkpoint):
-    from fairseq_pmlm.weights.checkpoint import flags_of_checkpoint
 
     return flags_of_checkpoint(checkpoint)
 
@@ -354,8 +353,6 @@ def generate(a, obj, seed, run_dir, progress, env):
     name = f"{obj}/seed {seed}: decoding"
     os.makedirs(out, exist_ok=True)
     run_logged(cmd, os.path.join(run_dir, "generate.log"), name, progress, env)
-    from fairseq_pmlm.scoring.rouge import rouge_per_example
-    from fairseq_pmlm.text.lines import read_lines
 
     logging.getLogger("absl").setLevel(logging.WARNING)  # rouge-score's "Using default tokenizer."
     refs, hyps = read_lines(a.refs), read_lines(os.path.join(out, "hyp.txt"))
@@ -382,8 +379,6 @@ def collect(a, objectives, seeds):
     """results.json's content from the runs' files."""
     import numpy as np
 
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    from score import paired_bootstrap  # the main job's interval, pooled over the seeds
 
     per, cost = {}, {}
     for obj in objectives:

@@ -87,7 +87,6 @@ def synthetic_databin(prefix, lines, seed=0):
 
 INDEX_PROBE = r"""
 import sys, time
-sys.path.insert(0, sys.argv[3])
 from fairseq.data.indexed_dataset import MMapIndexedDataset
 def status(key):  # kB
     return int(open("/proc/self/status").read().split(key + ":")[1].split()[0])
@@ -108,8 +107,11 @@ print(len(ds), dt, (status("VmHWM") - base) * 1024, len(index) if which == "new"
 
 
 def index_row(prefix, which):
-    proc = subprocess.run([sys.executable, "-c", INDEX_PROBE, prefix, which, os.path.join(REPO, "tests")],
-                          capture_output=True, text=True, cwd=REPO)
+    # the reference packer is a test helper (tests/pack_reference.py), found through PYTHONPATH
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.path.join(REPO, "tests"),
+                                                                     os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-c", INDEX_PROBE, prefix, which], capture_output=True, text=True,
+                          cwd=REPO, env=env)
     if proc.returncode != 0:
         sys.exit(f"bench_data: index probe failed:\n{proc.stderr[-2000:]}")
     lines, seconds, peak_bytes, examples = proc.stdout.split()[-4:]

@@ -3,9 +3,6 @@
 s2s/prepare.sh run (logic in fairseq_pmlm/data/databin/; --help for the options)."""
 import sys
 
-import recipe_info  # noqa: F401  (first: enters the plugin package without fairseq's import, see there)
-
-# isort: split
 from fairseq_pmlm.data.databin.cli import main
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The pieces of the main job (scripts/demo.sh) that decide what its table says: the corpus,
 its pairs and their lead-1 baseline (scripts/make_docstring_corpus.py) and the scorer's paired
-bootstrap and examples (scripts/score.py)."""
+bootstrap and examples (scripts/score.py, fairseq_pmlm/scoring/score_files.py)."""
 import ast
 import os
 import subprocess
@@ -8,11 +8,12 @@ import sys
 
 import pytest
 
+from fairseq_pmlm.scoring import score_files as score
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 
-import make_docstring_corpus as corpus  # noqa: E402
-import score  # noqa: E402
+import make_docstring_corpus as corpus  # noqa: E402  (a script of the main job, not of the package)
 
 SOURCE = '''"""A tiny module.
 

@@ -23,11 +23,10 @@ import sys
 import pytest
 import torch
 
+from fairseq_pmlm import recipe_info
+
 from cli import REPO, submit
 from nlu import glue_recipe, pretrained, sentence, squad_recipe
-
-sys.path.insert(0, os.path.join(REPO, "scripts"))
-import recipe_info  # noqa: E402
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}  # the commands must be quiet themselves
 ENV.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")

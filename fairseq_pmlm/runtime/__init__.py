@@ -56,7 +56,8 @@ Used by the commands that call them, not installed at import:
 
 Left outside on purpose: ``errors.py`` (the one-line error types; the hook that prints them is
 ``checkpoint_files``') stays at the package root beside ``symbols.py`` and ``arch.py``: it changes
-nothing in fairseq or the process, and the data checks, tasks, models and the recipes' fairseq-free
-helpers import it for its classes alone. This ``__init__`` imports nothing, so that a module here
-can be imported alone (``interrupts`` by the recipes' helpers, without fairseq).
+nothing in fairseq or the process, and the data checks, tasks, models and the recipes' helpers
+import it for its classes alone. This ``__init__`` imports nothing: the package's ``__init__``
+imports each change by name, and a command imports only the ones it uses (``interrupts``,
+``output_dir``).
 """

@@ -8,8 +8,8 @@ tokenizer beside it:
 - ``vocab.txt`` (+ ``tokenizer_config.json`` saying ``do_lower_case``): BERT WordPiece, from
   released weights -> ``--bpe bert --bpe-vocab-file vocab.txt [--bpe-cased]``.
 
-Importing this needs neither fairseq nor torch (the recipes call it through
-``scripts/recipe_info.py``, a fraction of a second instead of fairseq's import).
+Written without fairseq or torch: it reads the tokenizer's own files (the recipes ask it through
+``recipe_info``).
 """
 import json
 import os

@@ -1,8 +1,11 @@
 """The data-bin engine's dictionary: the one ``fairseq-preprocess`` would build from the
 tokenised text (sentencepiece data made here), or a given ``dict.txt`` (``--srcdict``, the
 pre-training dictionary of pairs, a WordPiece vocabulary's converted dictionary) checked against
-the tokeniser. fairseq is imported only when a dictionary is made: after the workers forked."""
+the tokeniser."""
+import io
+
 import numpy as np
+from fairseq.data import Dictionary
 
 from ...symbols import SENTENCE_SEP
 from . import PrepareError
@@ -10,8 +13,6 @@ from . import PrepareError
 
 def dictionary_from_counts(pieces, counts, eos_code):
     """fairseq-preprocess's dictionary of these piece counts (``--thresholdsrc 0``)."""
-    from fairseq.data import Dictionary
-
     d = Dictionary()
     for i in np.flatnonzero(counts[:eos_code]):
         d.add_symbol(pieces[i], int(counts[i]))
@@ -24,8 +25,6 @@ def dictionary_from_counts(pieces, counts, eos_code):
 
 
 def load_dictionary(path):
-    from fairseq.data import Dictionary
-
     try:
         return Dictionary.load(path)
     except (ValueError, RuntimeError, UnicodeDecodeError) as e:
@@ -33,10 +32,6 @@ def load_dictionary(path):
 
 
 def load_dictionary_text(text):
-    import io
-
-    from fairseq.data import Dictionary
-
     return Dictionary.load(io.StringIO(text))
 
 

@@ -56,7 +56,6 @@ def prepare_pairs(a):
                 parts, _, counts = prep.encode(f"{split}.{side}", path, [(0, os.path.getsize(path))])
                 encoded[split, side] = parts
                 separators[path] = int(counts[tok.sep_id])
-        # fairseq (and torch) are imported only now, after the workers were forked: they stay small
         dictionary = load_dictionary(os.path.join(pre, "dict.txt"))
         if spec[0] == "wp":
             check_dict_is_vocab_cut(dictionary, tok, os.path.join(pre, "dict.txt"), tok_files.path)
