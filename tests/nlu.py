@@ -4,12 +4,10 @@ per session and shared by test_glue.py, test_squad.py and the recipes' smoke tes
 (scripts/prepare_data.sh, then docs/PRETRAINING.md's fairseq-train command), but on a 10-word language
 whose GLUE and SQuAD questions a tiny model can learn (the marker word ``zz``).
 """
-import importlib.util
 import json
 import os
 import random
 import subprocess
-import sys
 
 from cli import ENV, REPO, submit, train
 
@@ -62,23 +60,11 @@ def pretrained(tmp_path_factory):
     return _SHARED["pretrained"]
 
 
-def prepare_glue_script():
-    """scripts/glue/prepare_glue.py as a module."""
-    path = os.path.join(REPO, "scripts", "glue", "prepare_glue.py")
-    spec = importlib.util.spec_from_file_location("prepare_glue", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def prepare_glue(*args):
     """scripts/glue/prepare_glue.py ARGS: its main() in this process (saves a ~5 s fairseq import)."""
-    old = sys.argv
-    sys.argv = ["prepare_glue.py", *map(str, args)]
-    try:
-        prepare_glue_script().main()
-    finally:
-        sys.argv = old
+    from fairseq_pmlm.public_data.glue import main
+
+    main([str(arg) for arg in args])
 
 
 def glue_recipe(tmp_path_factory):

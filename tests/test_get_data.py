@@ -1,7 +1,7 @@
-"""scripts/s2s/get_data.py: CNN/DailyMail and XSum from each public form (made-up articles,
-tests/summary_fixtures.py) to the same raw files; sentence boundaries kept as [X_SEP]; streamed
-reading; bad input as one line, exit status 2 and nothing written."""
-import importlib.util
+"""scripts/s2s/get_data.py (fairseq_pmlm/public_data/cnndm_xsum.py): CNN/DailyMail and XSum from
+each public form (made-up articles, tests/summary_fixtures.py) to the same raw files; sentence
+boundaries kept as [X_SEP]; streamed reading; bad input as one line, exit status 2 and nothing
+written."""
 import os
 import signal
 import stat
@@ -9,6 +9,8 @@ import subprocess
 import sys
 
 import pytest
+
+from fairseq_pmlm.public_data import cnndm_xsum
 
 import summary_fixtures as F
 
@@ -18,13 +20,6 @@ GET_DATA = os.path.join(REPO, "scripts", "s2s", "get_data.py")
 
 def get_data(*args):
     return subprocess.run([sys.executable, GET_DATA, *map(str, args)], capture_output=True, text=True, timeout=120)
-
-
-def load_get_data():
-    spec = importlib.util.spec_from_file_location("get_data", GET_DATA)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def hidden(parent):
@@ -113,17 +108,16 @@ def test_empty_examples_are_dropped_from_train_and_valid_counted_and_kept_in_tes
 
 def test_parquet_and_arrow_files_are_read_a_batch_of_rows_at_a_time(tmp_path, monkeypatch):
     """The full CNN/DailyMail train split is ~1.3 GB: never read whole."""
-    mod = load_get_data()
-    monkeypatch.setattr(mod, "BATCH_ROWS", 2)
+    monkeypatch.setattr(cnndm_xsum, "BATCH_ROWS", 2)
     data = {"train": F.articles()["train"]}
     for form in ("parquet", "save_to_disk"):
         root = F.write_hf(tmp_path / form, data, "cnndm", form)
         path = next(os.path.join(d, n) for d, _, names in os.walk(root) for n in names
                     if n.endswith((".parquet", ".arrow")))
         kind = "parquet" if form == "parquet" else "arrow"
-        sizes = [b.num_rows for b in mod.arrow_batches(path, kind, ("article", "highlights"))]
+        sizes = [b.num_rows for b in cnndm_xsum.arrow_batches(path, kind, ("article", "highlights"))]
         assert sum(sizes) == 24 and max(sizes) <= 3, sizes  # row groups / record batches of 2-3 rows
-        assert [a for a, _ in mod.hf_rows(path, kind, ("article", "highlights"))][:2] == \
+        assert [a for a, _ in cnndm_xsum.hf_rows(path, kind, ("article", "highlights"))][:2] == \
             [r["article"] for r in F.hf_records("cnndm", data["train"])][:2]
 
 
@@ -243,7 +237,6 @@ def test_an_interrupt_at_any_instant_of_the_swap_leaves_the_old_or_the_new_outpu
     once deleted before the new one moved in: 144,142 of 150,000 files lost)."""
     import shutil
 
-    mod = load_get_data()
     out = tmp_path / "raw"
     run_ok("cnndm", F.write_hf(tmp_path / "old", F.articles(seed=3), "cnndm", "jsonl"), out)
     old = F.raw_files(out)
@@ -264,7 +257,7 @@ def test_an_interrupt_at_any_instant_of_the_swap_leaves_the_old_or_the_new_outpu
     monkeypatch.setattr(os, "rename", signalled("rename", os.rename))
     monkeypatch.setattr(shutil, "rmtree", signalled("rmtree", shutil.rmtree))
     try:
-        rc = mod.main(["cnndm", "--from", str(new_src), "--out", str(out), "--force"])
+        rc = cnndm_xsum.main(["cnndm", "--from", str(new_src), "--out", str(out), "--force"])
     finally:
         signal.signal(signal.SIGINT, handlers[0])
         signal.signal(signal.SIGTERM, handlers[1])

@@ -3,17 +3,21 @@ task and criterion (docs/DESIGN.md §6), and the GLUE recipe (scripts/glue/) end
 TSV folder -> sentencepiece -> binarized with the pre-training dictionary -> fine-tuned from
 a pre-trained unilmv2 checkpoint -> the task's dev metric.
 """
+import os
+import subprocess
 import sys
 
 import pytest
 import torch
 from fairseq.data import Dictionary
 
-from fairseq_pmlm.data.glue_tsv import TASKS, GlueFormatError, read_glue_tsv
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model, dictionary_digest, nlu_layout
+from fairseq_pmlm.public_data import glue
+from fairseq_pmlm.public_data.glue_tsv import TASKS, GlueFormatError, read_glue_tsv
 
+from cli import REPO
 from helpers import make_dictionary
-from nlu import glue_recipe, prepare_glue, prepare_glue_script, tokenizer
+from nlu import glue_recipe, prepare_glue, tokenizer
 
 
 def tiny_model(d, seed=0):
@@ -136,19 +140,25 @@ def test_qqp_rows_with_missing_columns_are_skipped_and_counted(tmp_path):
 
 
 def test_prepare_script_reports_the_bad_row_in_one_line(tmp_path, monkeypatch):
-    module = prepare_glue_script()
     (tmp_path / "RTE").mkdir()
     write(tmp_path / "RTE" / "train.tsv", "index\tsentence1\tsentence2\tlabel\n0\tno label here\n")
     write(tmp_path / "spm.model", "")
     write(tmp_path / "dict.txt", "a 1\n")
-    monkeypatch.setattr(sys, "argv", ["prepare_glue.py", "--task", "RTE", "--glue-dir", str(tmp_path / "RTE"),
-                                      "--spm-model", str(tmp_path / "spm.model"),
-                                      "--srcdict", str(tmp_path / "dict.txt"), "--destdir", str(tmp_path / "out")])
-    monkeypatch.setattr(module.spm, "SentencePieceProcessor", lambda **kw: None)  # the model is never used
+    monkeypatch.setattr(glue.spm, "SentencePieceProcessor", lambda **kw: None)  # the model is never used
     with pytest.raises(SystemExit) as e:
-        module.main()
+        glue.main(["--task", "RTE", "--glue-dir", str(tmp_path / "RTE"), "--spm-model", str(tmp_path / "spm.model"),
+                   "--srcdict", str(tmp_path / "dict.txt"), "--destdir", str(tmp_path / "out")])
     assert str(e.value) == (f"prepare_glue.py: error: {tmp_path / 'RTE' / 'train.tsv'}:2: "
                             "2 tab-separated columns, RTE needs at least 4")
+
+
+def test_the_command_line_names_itself_in_its_errors_and_exits_2_on_a_bad_command_line(tmp_path):
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "glue", "prepare_glue.py"), "--task", "RTE",
+                           "--glue-dir", str(tmp_path), "--destdir", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.splitlines()[-1] == ("prepare_glue.py: error: give --pretrain-data DIR, or --spm-model and "
+                                            "--srcdict")
 
 
 # ---------------------------------------------------------------- the recipe, end to end

@@ -3,7 +3,6 @@
 hidden states equal to transformers' BertModel on real sentences -> the s2s recipes
 (prepare, finetune, generate) on real docstring pairs -> fairseq-generate's detokenised output.
 """
-import importlib.util
 import os
 import subprocess
 
@@ -205,14 +204,13 @@ def test_released_minilm_fine_tunes_and_decodes_through_the_s2s_recipes(converte
     assert hub.sample(sources[:3], beam=2, max_len_b=8, no_repeat_ngram_size=3) == hyps[:3]
 
 
-def test_glue_and_squad_read_the_wordpiece_tokenizer_of_a_converted_directory(converted, tmp_path, monkeypatch):
+def test_glue_and_squad_read_the_wordpiece_tokenizer_of_a_converted_directory(converted, tmp_path):
     """prepare_glue.py --pretrain-data and the pmlm_squad task take a converted directory: the
     pieces are the BERT tokenizer's, numbered by the converted dictionary."""
-    import sys
-
     from fairseq.data import Dictionary, data_utils
     from transformers import BertTokenizer
 
+    from fairseq_pmlm.public_data import glue
     from fairseq_pmlm.tasks.squad import PMLMSquadConfig, PMLMSquadTask
 
     out, _ = converted
@@ -224,13 +222,8 @@ def test_glue_and_squad_read_the_wordpiece_tokenizer_of_a_converted_directory(co
     for split in ("train", "dev"):
         (rte / f"{split}.tsv").write_text("index\tsentence1\tsentence2\tlabel\n" +
                                           "".join(f"{i}\t{a}\t{b}\t{lab}\n" for i, (a, b, lab) in enumerate(rows)))
-    path = os.path.join(REPO, "scripts", "glue", "prepare_glue.py")
-    spec = importlib.util.spec_from_file_location("prepare_glue", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setattr(sys, "argv", ["prepare_glue.py", "--task", "RTE", "--glue-dir", str(rte),
-                                      "--pretrain-data", str(out), "--destdir", str(tmp_path / "bin")])
-    module.main()
+    glue.main(["--task", "RTE", "--glue-dir", str(rte), "--pretrain-data", str(out),
+               "--destdir", str(tmp_path / "bin")])
     d = Dictionary.load(str(tmp_path / "bin" / "input0" / "dict.txt"))
     first = data_utils.load_indexed_dataset(str(tmp_path / "bin" / "input0" / "train"), d)[0]
     assert [d[i] for i in first[:-1]] == tok.tokenize(rows[0][0]) and first[-1] == d.eos()

@@ -12,7 +12,7 @@ import torch
 
 from fairseq_pmlm.data.span_alignment import align
 from fairseq_pmlm.data.squad_features import EncodedExample, make_features, max_context, windows
-from fairseq_pmlm.data.squad_json import SquadExample, SquadFormatError, read_squad_json
+from fairseq_pmlm.public_data.squad_json import SquadExample, SquadFormatError, read_squad_json
 from fairseq_pmlm.scoring.squad_eval import compute_exact, compute_f1, evaluate, find_best_thresh, normalize_answer
 
 from helpers import make_dictionary

@@ -17,7 +17,7 @@ from omegaconf import MISSING
 
 from ..data.squad_dataset import SquadDataset
 from ..data.squad_features import encode_example, make_features
-from ..data.squad_json import read_squad_json
+from ..public_data.squad_json import read_squad_json
 from ..symbols import SPAN_HEAD
 from ..text.tokenizer_files import piece_encoder
 from .autocast import AutocastConfig, BF16AutocastMixin

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from fairseq_pmlm.data.squad_json import SquadFormatError, read_squad_json
+from fairseq_pmlm.public_data.squad_json import SquadFormatError, read_squad_json
 from fairseq_pmlm.scoring.squad_eval import evaluate
 
 

@@ -19,7 +19,7 @@ import fairseq_pmlm  # noqa: F401  (registers the task and the model)
 from fairseq_pmlm.criterions.squad import span_logits
 from fairseq_pmlm.data.squad_dataset import SquadDataset
 from fairseq_pmlm.data.squad_decode import best_answer
-from fairseq_pmlm.data.squad_json import SquadFormatError
+from fairseq_pmlm.public_data.squad_json import SquadFormatError
 from fairseq_pmlm.scoring.squad_eval import evaluate
 
 
