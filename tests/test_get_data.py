@@ -13,13 +13,16 @@ import pytest
 from fairseq_pmlm.public_data import cnndm_xsum
 
 import summary_fixtures as F
+from cli import run_main
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GET_DATA = os.path.join(REPO, "scripts", "s2s", "get_data.py")
 
 
 def get_data(*args):
-    return subprocess.run([sys.executable, GET_DATA, *map(str, args)], capture_output=True, text=True, timeout=120)
+    """get_data.py ARGS, in this process (the script is ``sys.exit(main())``; test_the_script_runs_as_a_command
+    runs it as one)."""
+    return run_main(cnndm_xsum.main, *args)
 
 
 def hidden(parent):
@@ -291,3 +294,15 @@ def test_the_output_gets_the_users_umask(cnndm, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o750  # mkdtemp's 0700 before
     assert stat.S_IMODE(os.stat(out / "train.source").st_mode) == 0o640
+
+
+def test_the_script_runs_as_a_command(cnndm, tmp_path):
+    """scripts/s2s/get_data.py itself, as a user runs it: the output, and a bad input's one line."""
+    tmp, _, raw = cnndm
+    proc = subprocess.run([sys.executable, GET_DATA, "cnndm", "--from", tmp / "stories", "--out", tmp_path / "raw"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert F.raw_files(tmp_path / "raw") == raw
+    proc = subprocess.run([sys.executable, GET_DATA, "cnndm", "--from", tmp_path / "none", "--out", tmp_path / "x"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("get_data.py: error: ") and proc.stderr.count("\n") == 1
