@@ -3,8 +3,8 @@
     python scripts/recipe_info.py bpe-flags DIR          # fairseq --bpe flags of DIR's tokenizer
     python scripts/recipe_info.py model-flags CKPT       # --arch and model flags of a checkpoint
     python scripts/recipe_info.py copy-tokenizer SRC DEST
-    python scripts/recipe_info.py schedule --examples N --batch B --epochs E --warmup-ratio R [--updates U]
-                                                         # "UPDATES WARMUP_UPDATES"
+    python scripts/recipe_info.py schedule --examples N|--items PREFIX.idx --batch B --epochs E --warmup-ratio R
+                                           [--updates U] # "UPDATES WARMUP_UPDATES"
     python scripts/recipe_info.py glue-meta DIR          # "TASK TRAIN_EXAMPLES METRIC NUM_CLASSES"
     python scripts/recipe_info.py glue-report LOG TASK METRIC   # the best dev epoch of a GLUE run
     python scripts/recipe_info.py gpus                   # the GPUs torch can use
@@ -15,7 +15,12 @@
                                                 [--doc-stride 128] [--squad-v2]   # its training windows
 
 Each is a function here (the tests call them directly) and a subcommand of the command line
-``scripts/recipe_info.py`` (``main``), which ``scripts/lib/common.sh`` runs as ``recipe_info``.
+``scripts/recipe_info.py`` (``main``). A recipe asks for all it needs in one run (each run pays
+fairseq's import, ~3 s), as bash arrays to ``eval`` (``recipe_facts`` in scripts/lib/common.sh):
+
+    python scripts/recipe_info.py --shell BPE bpe-flags data-bin/sum + PAIRS count-items data-bin/sum/test.source.idx
+    BPE=(--bpe sentencepiece --sentencepiece-model /abs/data-bin/sum/spm.model)
+    PAIRS=(2000)
 """
 import argparse
 import json
@@ -23,6 +28,7 @@ import logging
 import math
 import os
 import re
+import shlex
 import struct
 import sys
 
@@ -122,7 +128,9 @@ def squad_windows(data, train_json, max_positions, doc_stride, v2):
 
 
 def parser():
-    p = argparse.ArgumentParser(prog="recipe_info.py", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="recipe_info.py", description=__doc__.split("\n")[0],
+                                epilog="--shell NAME SUBCOMMAND ARGS [+ NAME SUBCOMMAND ARGS ...]: the answers as bash "
+                                       "array assignments, NAME=(LINE ...), from one run")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("bpe-flags").add_argument("dir")
     sub.add_parser("model-flags").add_argument("checkpoint")
@@ -130,7 +138,9 @@ def parser():
     cp.add_argument("src")
     cp.add_argument("dest")
     s = sub.add_parser("schedule")
-    s.add_argument("--examples", type=int, required=True)
+    n = s.add_mutually_exclusive_group(required=True)
+    n.add_argument("--examples", type=int)
+    n.add_argument("--items", metavar="PREFIX.idx", help="the items of a binarized split (count-items) as --examples")
     s.add_argument("--batch", type=int, required=True)
     s.add_argument("--epochs", type=int, required=True)
     s.add_argument("--warmup-ratio", type=float, required=True)
@@ -174,7 +184,8 @@ def run(a):
             raise ValueError(f"checkpoint not found: {a.checkpoint}")
         return flags_of_checkpoint(a.checkpoint)
     if a.command == "schedule":
-        return [" ".join(map(str, schedule(a.examples, a.batch, a.epochs, a.warmup_ratio, a.updates)))]
+        examples = count_items(a.items) if a.items else a.examples
+        return [" ".join(map(str, schedule(examples, a.batch, a.epochs, a.warmup_ratio, a.updates)))]
     if a.command == "glue-meta":
         return [" ".join(map(str, glue_meta(a.dir)))]
     if a.command == "glue-report":
@@ -190,10 +201,31 @@ def run(a):
     return [str(squad_windows(a.data, a.train_json, a.max_positions, a.doc_stride, a.squad_v2))]
 
 
+def shell_assignments(argv):
+    """``NAME SUBCOMMAND ARGS [+ NAME SUBCOMMAND ARGS ...]`` -> one bash array assignment a query,
+    ``NAME=(LINE ...)`` with each printed line one quoted element."""
+    queries = [[]]
+    for arg in argv:
+        if arg == "+":
+            queries.append([])
+        else:
+            queries[-1].append(arg)
+    out = []
+    for query in queries:
+        if len(query) < 2 or not query[0].isidentifier():
+            raise ValueError(f"--shell: expected NAME SUBCOMMAND ARGS between +, got {' '.join(query)!r}")
+        lines = run(parser().parse_args(query[1:]))
+        out.append(f"{query[0]}=({' '.join(shlex.quote(line) for line in lines)})")
+    return out
+
+
 def main(argv=None):
-    a = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        print("\n".join(run(a)))
+        if argv[:1] == ["--shell"]:
+            print("\n".join(shell_assignments(argv[1:])))
+        else:
+            print("\n".join(run(parser().parse_args(argv))))
     except (ValueError, OSError) as e:
         print(f"recipe_info.py: error: {e}", file=sys.stderr)
         return 2

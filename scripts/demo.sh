@@ -130,7 +130,7 @@ if [ "$START" = scratch ]; then
 else
   stage "the task (scripts/docstring_task.sh): corpus, released weights ($START, layers $LAYERS), data-bins"
   run task "$OUT/task.log" bash scripts/docstring_task.sh --out "$OUT" --start "$START" --layers "$LAYERS"
-  recipe_lines MODEL_FLAGS model-flags "$OUT/released/model.pt"
+  recipe_facts MODEL_FLAGS model-flags "$OUT/released/model.pt"
   PMLM_INIT=(--finetune-from-model "$OUT/released/model.pt")
   PMLM_BUDGET=(--max-update "$PMLM_UPDATES" --total-num-update "$PMLM_UPDATES" --lr "$PMLM_LR"
                --warmup-updates $((PMLM_UPDATES / 10)))

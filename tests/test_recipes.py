@@ -167,6 +167,30 @@ def test_schedule_is_whole_epochs_of_batches_with_the_warmup_share_rounded():
         recipe_info.schedule(400, 16, 6, 0.1, updates=0)
 
 
+def test_one_run_answers_several_queries_as_bash_arrays_whatever_the_paths_hold(tmp_path, capsys):
+    """recipe_facts (scripts/lib/common.sh) evals what --shell prints: each query's lines become
+    one array, quoted so that spaces, quotes and $ in a path stay as they are."""
+    from fairseq_pmlm.text.vocab import write_vocab
+
+    data = tmp_path / "it's a $HOME dir"
+    data.mkdir()
+    write_vocab(str(data / "vocab.txt"), ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"])
+    (data / "dict.txt").write_text("a 1\n")
+    idx = data / "train.idx"
+    idx.write_bytes(b"MMIDIDX\x00\x00" + (1).to_bytes(8, "little") + bytes([4]) + (40).to_bytes(8, "little"))
+    assert recipe_info.main(["--shell", "BPE", "bpe-flags", str(data), "+", "N", "count-items", str(idx), "+",
+                             "S", "schedule", "--items", str(idx), "--batch", "16", "--epochs", "2",
+                             "--warmup-ratio", "0.1", "+", "SEP", "separator", str(data)]) == 0
+    show = 'eval "$1"; printf "%s|" "${BPE[@]}" "${#N[@]}" "$N" "$S" "${#SEP[@]}" "$SEP"'
+    shown = subprocess.run(["bash", "-c", show, "-", capsys.readouterr().out], capture_output=True, text=True,
+                           check=True).stdout
+    assert shown == f"--bpe|bert|--bpe-vocab-file|{data / 'vocab.txt'}|1|40|6 1|1||"
+    assert recipe_info.main(["--shell", "N", "count-items", str(tmp_path / "none.idx")]) == 2
+    assert recipe_info.main(["--shell", "1N", "gpus"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == \
+        "recipe_info.py: error: --shell: expected NAME SUBCOMMAND ARGS between +, got '1N gpus'"
+
+
 def test_glue_report_gives_the_best_epoch_of_the_metric_per_dev_set(tmp_path):
     def record(subset, epoch, **values):
         rec = {"epoch": epoch, **{f"{subset}_{k}": str(v) for k, v in values.items()}}

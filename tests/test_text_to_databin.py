@@ -315,8 +315,9 @@ def test_sigterm_to_the_process_group_at_any_instant_stops_at_once_and_removes_t
     the workers tokenise and while they wait for work (between the inputs; while the dictionary
     is built) once hung on a lock a killed worker held."""
     big = tmp_path / "big.txt"
-    # ~9 MB: ~3 s of work on a fast core, so that the latest signal still finds the run at work
-    big.write_bytes((corpus / "train.txt").read_bytes() * 400)
+    # ~68 MB: ~4 s of work at 16 MB/s (2 fast cores), so that the latest signal still finds the run
+    # at work, not in the process's exit (where the default SIGTERM ends it, the output whole)
+    big.write_bytes((corpus / "train.txt").read_bytes() * 3000)
     if mode == "corpus":
         args = ["corpus", "--train", big, "--valid", corpus / "valid.txt", "--spm-model", corpus / "spm.model"]
     else:

@@ -26,8 +26,13 @@ require_flags --data --checkpoint --save-dir
 [ "$CKPT" = none ] || require_files "$CKPT"
 resume_or_start "$SAVE" "$(abs_path "$CKPT")" sentence_prediction
 
-META=$(recipe_info glue-meta "$DATA")  # what prepare_glue.py recorded
-read -r TASK N METRIC NCLS <<< "$META"
+FACTS=(META glue-meta "$DATA")  # what prepare_glue.py recorded
+if [ -n "$ARCH" ]; then MODEL=(--arch "$ARCH")
+elif [ "$CKPT" = none ]; then MODEL=(--arch unilmv2_base)
+else FACTS+=(+ MODEL model-flags "$CKPT")
+fi
+recipe_facts "${FACTS[@]}"
+read -r TASK N METRIC NCLS <<< "${META[0]}"
 SCHEDULE=$(recipe_info schedule --examples "$N" --batch "$BSZ" --epochs "$EPOCHS" --warmup-ratio "$WARMUP")
 read -r UPDATES WARMUP_UPDATES <<< "$SCHEDULE"
 case "$METRIC" in  # what fairseq's sentence_prediction criterion must compute for this task
@@ -38,10 +43,6 @@ case "$METRIC" in  # what fairseq's sentence_prediction criterion must compute f
 esac
 VALID=valid; [ -f "$DATA/input0/valid1.idx" ] && VALID=valid,valid1
 FROM=(); [ "$CKPT" = none ] || FROM=(--finetune-from-model "$(abs_path "$CKPT")")  # absolute: resume_or_start
-if [ -n "$ARCH" ]; then MODEL=(--arch "$ARCH")
-elif [ "$CKPT" = none ]; then MODEL=(--arch unilmv2_base)
-else recipe_lines MODEL model-flags "$CKPT"
-fi
 mkdir -p "$SAVE"
 echo "finetune_glue: $TASK, $N examples, $UPDATES updates (warmup $WARMUP_UPDATES), lr $LR, batch $BSZ"
 # [SOS] A [EOS] (B [EOS]): --init-token 0 prepends <s>; no --separator-token, input0 already

@@ -107,10 +107,11 @@ recipe_info() {  # facts the recipes need (scripts/recipe_info.py); its errors a
   python "$ROOT/scripts/recipe_info.py" "$@" || exit 2
 }
 
-recipe_lines() {  # recipe_lines ARRAY ARGS...: the lines recipe_info ARGS prints, into ARRAY
+recipe_facts() {  # recipe_facts NAME SUBCOMMAND ARGS [+ NAME SUBCOMMAND ARGS ...]: each query's lines
+  # into the array NAME, all from one Python run (each run pays fairseq's import, ~3 s)
   local out
-  out=$(recipe_info "${@:2}") || exit 2
-  mapfile -t "$1" <<< "$out"
+  out=$(recipe_info --shell "$@") || exit 2
+  eval "$out"
 }
 
 detect_gpus() {  # PMLM_GPUS: the GPUs torch can use; once per recipe run (nested recipes inherit it)

@@ -35,20 +35,20 @@ preset "$PRESET"
 [ -f "$DATA/train.source-target.source.idx" ] || die "no binarized train split in $DATA (run scripts/s2s/prepare.sh)"
 [ "$PRE" = none ] || require_files "$PRE"
 resume_or_start "$SAVE" "$(abs_path "$PRE")" pmlm_seq2seq
-INIT=()
+INIT=() FACTS=()
 if [ "$PRE" != none ]; then
-  recipe_lines INIT model-flags "$PRE"
-  # absolute, as fairseq records it in the checkpoints: the next run compares it (resume_or_start)
-  INIT+=(--finetune-from-model "$(abs_path "$PRE")")
+  FACTS=(INIT model-flags "$PRE" +)
 else
   [[ " ${EXTRA[*]} " == *" --arch "* || " ${EXTRA[*]} " == *" --arch="* ]] ||
     die "--checkpoint none (random init) needs --arch after --"
 fi
-recipe_lines BPE bpe-flags "$DATA"
-PAIRS=$(recipe_info count-items "$DATA/train.source-target.source.idx")
-SCHEDULE=$(recipe_info schedule --examples "$PAIRS" --batch "$BATCH" --epochs "$EPOCHS" --warmup-ratio "$WARMUP" \
-  ${UPDATES:+--updates "$UPDATES"})
-read -r TOTAL WARM <<< "$SCHEDULE"
+TRAIN=$DATA/train.source-target.source.idx
+recipe_facts ${FACTS[@]+"${FACTS[@]}"} BPE bpe-flags "$DATA" + PAIRS count-items "$TRAIN" + \
+  SCHEDULE schedule --items "$TRAIN" --batch "$BATCH" --epochs "$EPOCHS" --warmup-ratio "$WARMUP" \
+  ${UPDATES:+--updates "$UPDATES"}
+# absolute, as fairseq records it in the checkpoints: the next run compares it (resume_or_start)
+[ "$PRE" = none ] || INIT+=(--finetune-from-model "$(abs_path "$PRE")")
+read -r TOTAL WARM <<< "${SCHEDULE[0]}"
 device_flags
 # the numbers the run will use: flags after -- override the preset's
 echo "s2s/finetune: $PRESET on $DATA: $PAIRS pairs, $(extra_value --max-update "$TOTAL") updates of" \

@@ -36,17 +36,16 @@ preset "$PRESET"
 require_files "$CKPT" "$REFS"
 TEST=$DATA/test.source-target.source.idx
 [ -f "$TEST" ] || die "no binarized test split in $DATA (run scripts/s2s/prepare.sh with RAW/test.{source,target})"
-PAIRS=$(recipe_info count-items "$TEST")
+# SEP: the symbol the model emits between sentences
+recipe_facts PAIRS count-items "$TEST" + BPE bpe-flags "$DATA" + SEP separator "$DATA"
 # lines of RAW_REFS as score.py counts them (a last line without a newline counts)
 LINES=$(awk 'END { print NR }' "$REFS")
 [ "$PAIRS" = "$LINES" ] || die "$TEST holds $PAIRS test pairs but --refs $REFS has $LINES lines"
-recipe_lines BPE bpe-flags "$DATA"
 SCORE=() ROUGE=()
 case $PRESET in
   qg) SCORE=(--bleu) ;;
   cnndm | xsum) SCORE=(--preset "$PRESET" --style both) ROUGE=(--rouge-tokenizer rouge155) ;;
 esac
-SEP=$(recipe_info separator "$DATA")  # the symbol the model emits between sentences
 if [ -n "$SEP" ]; then ROUGE+=(--rouge-separator "$SEP"); fi
 device_flags
 # fp32 unless asked (-- --fp16, -- --bf16-autocast), as the hub decodes: not device_flags' GPU --fp16

@@ -28,15 +28,16 @@ parse_flags "$@"
 require_flags --data --train-json --dev-json --checkpoint --save-dir
 require_files "$TRAIN" "$DEV" "$CKPT" "$DATA/dict.txt"
 resume_or_start "$SAVE" "$(abs_path "$CKPT")" pmlm_squad
-recipe_info bpe-flags "$DATA" > /dev/null  # spm.model or vocab.txt
-if [ -n "$ARCH" ]; then MODEL=(--arch "$ARCH")
-else recipe_lines MODEL model-flags "$CKPT"
-fi
 SQUAD=(--max-positions "$MAXPOS" --doc-stride "$STRIDE")
 if [ -n "$V2" ]; then SQUAD+=(--squad-v2); fi
+# the tokenizer (spm.model or vocab.txt) must be there; the schedule is counted in updates: windows
+# of the training file / batch size x epochs
+FACTS=(BPE bpe-flags "$DATA" + WINDOWS squad-windows --data "$DATA" --train-json "$TRAIN" "${SQUAD[@]}")
+if [ -n "$ARCH" ]; then MODEL=(--arch "$ARCH")
+else FACTS+=(+ MODEL model-flags "$CKPT")
+fi
+recipe_facts "${FACTS[@]}"
 mkdir -p "$SAVE"
-# the schedule is counted in updates: windows of the training file / batch size x epochs
-WINDOWS=$(recipe_info squad-windows --data "$DATA" --train-json "$TRAIN" "${SQUAD[@]}")
 SCHEDULE=$(recipe_info schedule --examples "$WINDOWS" --batch "$BSZ" --epochs "$EPOCHS" --warmup-ratio "$WARMUP")
 read -r UPDATES WARMUP_UPDATES <<< "$SCHEDULE"
 echo "finetune_squad: $WINDOWS training windows, $UPDATES updates (warmup $WARMUP_UPDATES), lr $LR, batch $BSZ"
