@@ -15,7 +15,7 @@ from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model, dictionary_
 from fairseq_pmlm.public_data import glue
 from fairseq_pmlm.public_data.glue_tsv import TASKS, GlueFormatError, read_glue_tsv
 
-from cli import REPO
+from cli import REPO, run_main
 from helpers import make_dictionary
 from nlu import glue_recipe, prepare_glue, tokenizer
 
@@ -139,17 +139,44 @@ def test_qqp_rows_with_missing_columns_are_skipped_and_counted(tmp_path):
     assert rows == [("q one?", "q two?", "0"), ("q?", "r?", "1")] and skipped == 2
 
 
-def test_prepare_script_reports_the_bad_row_in_one_line(tmp_path, monkeypatch):
+def test_prepare_script_reports_the_bad_row_in_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch):
     (tmp_path / "RTE").mkdir()
     write(tmp_path / "RTE" / "train.tsv", "index\tsentence1\tsentence2\tlabel\n0\tno label here\n")
     write(tmp_path / "spm.model", "")
     write(tmp_path / "dict.txt", "a 1\n")
     monkeypatch.setattr(glue.spm, "SentencePieceProcessor", lambda **kw: None)  # the model is never used
-    with pytest.raises(SystemExit) as e:
-        glue.main(["--task", "RTE", "--glue-dir", str(tmp_path / "RTE"), "--spm-model", str(tmp_path / "spm.model"),
-                   "--srcdict", str(tmp_path / "dict.txt"), "--destdir", str(tmp_path / "out")])
-    assert str(e.value) == (f"prepare_glue.py: error: {tmp_path / 'RTE' / 'train.tsv'}:2: "
-                            "2 tab-separated columns, RTE needs at least 4")
+    before = sorted(os.listdir(tmp_path))
+    proc = run_main(glue.main, "--task", "RTE", "--glue-dir", tmp_path / "RTE", "--spm-model", tmp_path / "spm.model",
+                    "--srcdict", tmp_path / "dict.txt", "--destdir", tmp_path / "out")
+    assert proc.returncode == 2 and proc.stderr == (f"prepare_glue.py: error: {tmp_path / 'RTE' / 'train.tsv'}:2: "
+                                                    "2 tab-separated columns, RTE needs at least 4\n")
+    assert sorted(os.listdir(tmp_path)) == before  # no out, no out.tmp, no staging directory
+
+
+def test_destdir_is_replaced_only_with_force_and_never_a_directory_that_holds_an_input(tmp_path_factory, tmp_path,
+                                                                                       monkeypatch):
+    """It replaced DESTDIR whatever it held (rmtree, then a rename: --destdir . emptied the current
+    directory), and an error left DESTDIR.tmp behind."""
+    pre = tokenizer(tmp_path_factory)
+    glue_dir = tmp_path / "glue" / "RTE"
+    glue_dir.mkdir(parents=True)
+    for split in ("train", "dev"):
+        write(glue_dir / f"{split}.tsv", "index\tsentence1\tsentence2\tlabel\n0\tka lo\tmi\tentailment\n")
+    args = ["--task", "RTE", "--glue-dir", glue_dir, "--spm-model", pre["spm"], "--srcdict", pre["dict"]]
+    out = tmp_path / "bin"
+    assert run_main(glue.main, *args, "--destdir", out).returncode == 0
+    (out / "mine.txt").write_text("keep me")
+    refused = run_main(glue.main, *args, "--destdir", out)
+    assert refused.returncode == 2 and refused.stderr.startswith("prepare_glue.py: error: ") and "--force" in \
+        refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
+    assert (out / "mine.txt").read_text() == "keep me"
+    assert run_main(glue.main, *args, "--destdir", out, "--force").returncode == 0
+    assert not (out / "mine.txt").exists() and (out / "meta.json").is_file()
+    for destdir in (tmp_path / "glue", tmp_path):  # holds the GLUE folder; is the current directory
+        monkeypatch.chdir(tmp_path)
+        proc = run_main(glue.main, *args, "--destdir", destdir, "--force")
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["bin", "glue"] and sorted(os.listdir(glue_dir)) == ["dev.tsv", "train.tsv"]
 
 
 def test_the_command_line_names_itself_in_its_errors_and_exits_2_on_a_bad_command_line(tmp_path):

@@ -5,10 +5,13 @@ fairseq's sentence_prediction task, tokenised and numbered as in pre-training:
     DESTDIR/input1/...                                 sentence B (pair tasks)
     DESTDIR/label/...  or  label/{train,valid}.label   class labels, or STS-B's scores
 
-MNLI's dev_mismatched becomes ``valid1`` (``--valid-subset valid,valid1``).
+MNLI's dev_mismatched becomes ``valid1`` (``--valid-subset valid,valid1``). DESTDIR follows the
+one output rule (``runtime/output_dir.py``): an existing one is replaced only with --force, never
+the current or home directory nor one that holds the GLUE folder, and it is built beside itself
+and swapped in whole. Errors are one line (``prepare_glue.py: error: ...``), exit status 2.
 
     python scripts/glue/prepare_glue.py --task RTE --glue-dir glue_data/RTE \
-        --pretrain-data data-bin/NAME --destdir data-bin/glue/RTE
+        --pretrain-data data-bin/NAME --destdir data-bin/glue/RTE [--force]
     # --pretrain-data: a pre-training data directory (dict.txt + spm.model) or a convert_checkpoint.py
     # output (dict.txt + vocab.txt); or name the files: --spm-model M.model --srcdict dict.txt
 """
@@ -17,10 +20,11 @@ import json
 import logging
 import os
 import shutil
-import sys
 
 import sentencepiece as spm
 
+from ..runtime import output_dir
+from ..runtime.interrupts import one_line_exit
 from ..text import tokenizer_files
 from .glue_tsv import TASKS, GlueFormatError, read_glue_tsv
 
@@ -54,15 +58,12 @@ def binarize(text, destdir, srcdict, split):
 
 
 def read_split(task, glue_dir, split):
-    """The rows of GLUE_DIR/SPLIT.tsv; a missing file or a bad row ends the program in one line."""
+    """The rows of GLUE_DIR/SPLIT.tsv; a missing file or a bad row is a GlueFormatError (one line)."""
     path = os.path.join(glue_dir, f"{split}.tsv")
     if not os.path.isfile(path):
-        sys.exit(f"{PROG}: error: {path}: not found (a GLUE {task.name} folder has "
-                 f"{', '.join(s + '.tsv' for s in task.splits)})")
-    try:
-        rows, skipped = read_glue_tsv(path, task)
-    except GlueFormatError as e:
-        sys.exit(f"{PROG}: error: {e}")
+        raise GlueFormatError(f"{path}: not found (a GLUE {task.name} folder has "
+                              f"{', '.join(s + '.tsv' for s in task.splits)})")
+    rows, skipped = read_glue_tsv(path, task)
     if skipped:
         print(f"prepare_glue: {path}: skipped {skipped} rows with missing columns (as the reference processors do)")
     return rows
@@ -103,6 +104,7 @@ def main(argv=None):
     p.add_argument("--spm-model", help="the pre-training sentencepiece model (instead of --pretrain-data)")
     p.add_argument("--srcdict", help="the pre-training dictionary (with --spm-model)")
     p.add_argument("--destdir", required=True)
+    p.add_argument("--force", action="store_true", help="replace an existing DESTDIR")
     a = p.parse_args(argv)
     task = TASKS[a.task]
     if bool(a.pretrain_data) == bool(a.spm_model or a.srcdict) or bool(a.spm_model) != bool(a.srcdict):
@@ -119,20 +121,24 @@ def main(argv=None):
             p.error(str(e))
     else:
         sp = spm.SentencePieceProcessor(model_file=a.spm_model)
-    work = a.destdir.rstrip("/") + ".tmp"
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    for split, name in zip(task.splits, ["train", "valid", "valid1"]):
-        rows = read_split(task, a.glue_dir, split)
-        print(f"prepare_glue: {os.path.join(a.glue_dir, split + '.tsv')}: {len(rows)} examples -> {name}")
-        write_split(task, rows, work, name, sp, a.srcdict)
-        if name == "train":
-            n_train = len(rows)
-    with open(os.path.join(work, "meta.json"), "w") as out:  # finetune_glue.sh sizes its schedule from it
-        json.dump({"task": task.name, "train_examples": n_train, "metric": task.metric,
-                   "num_classes": len(task.labels) if task.labels else 1}, out)
-    if os.path.exists(os.path.join(work, "labels.txt")):
-        os.remove(os.path.join(work, "labels.txt"))
-    shutil.rmtree(a.destdir, ignore_errors=True)
-    os.replace(work, a.destdir)
+    return one_line_exit(PROG, lambda: build(a, task, sp), GlueFormatError, a.destdir)
+
+
+def build(a, task, sp):
+    """DESTDIR, built beside itself and swapped in (``runtime/output_dir.py``)."""
+    inputs = [f for f in (a.glue_dir, a.srcdict, a.spm_model, a.pretrain_data) if f]
+    with output_dir.building(a.destdir, a.force, inputs=inputs, error=GlueFormatError,
+                             hint="--destdir") as output:
+        work = output.path
+        for split, name in zip(task.splits, ["train", "valid", "valid1"]):
+            rows = read_split(task, a.glue_dir, split)
+            print(f"prepare_glue: {os.path.join(a.glue_dir, split + '.tsv')}: {len(rows)} examples -> {name}")
+            write_split(task, rows, work, name, sp, a.srcdict)
+            if name == "train":
+                n_train = len(rows)
+        with open(os.path.join(work, "meta.json"), "w") as out:  # finetune_glue.sh sizes its schedule from it
+            json.dump({"task": task.name, "train_examples": n_train, "metric": task.metric,
+                       "num_classes": len(task.labels) if task.labels else 1}, out)
+        if os.path.exists(os.path.join(work, "labels.txt")):
+            os.remove(os.path.join(work, "labels.txt"))
     print(f"prepare_glue: wrote {a.destdir}")

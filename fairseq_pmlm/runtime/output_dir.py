@@ -1,6 +1,7 @@
 """The one rule for a command that writes an output directory OUT and replaces it with --force
 (``text_to_databin``: prepare_data.sh and s2s/prepare.sh; ``convert_checkpoint.py`` import and
-export; ``s2s/get_data.py``: ``public_data/cnndm_xsum.py``):
+export; ``s2s/get_data.py``: ``public_data/cnndm_xsum.py``; ``glue/prepare_glue.py``:
+``public_data/glue.py``):
 
 - refused before anything is written: an OUT that holds an input, or lies inside an input read
   whole (``within``); the current, home or root directory, or one that holds them; a symbolic
