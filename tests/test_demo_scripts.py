@@ -10,6 +10,8 @@ import pytest
 
 from fairseq_pmlm.scoring import score_files as score
 
+from cli import run_main
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 
@@ -124,7 +126,7 @@ def test_score_prints_the_table_the_bootstrap_and_the_examples(tmp_path):
     proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "score.py"), "--ref", ref,
                            "--hyp", good, "--name", "good", "--hyp", bad, "--name", "bad",
                            "--bootstrap", "--examples", "2", "--source", src],
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True, check=True)  # the script itself, as a user runs it
     lines = proc.stdout.splitlines()
     assert lines[1].startswith("| system | ROUGE-1") and lines[3].startswith("| good |")
     assert any(line.startswith("ROUGE-L good minus bad: +") for line in lines)
@@ -138,6 +140,5 @@ def test_score_prints_the_table_the_bootstrap_and_the_examples(tmp_path):
 ])
 def test_score_bad_flags_are_one_line_errors(tmp_path, args, message):
     (tmp_path / "r").write_text("x\n")
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "score.py"), "--ref", tmp_path / "r",
-                           "--hyp", tmp_path / "r", *args], capture_output=True, text=True)
+    proc = run_main(score.main, "--ref", tmp_path / "r", "--hyp", tmp_path / "r", *args)
     assert proc.returncode == 2 and message in proc.stderr

@@ -8,16 +8,17 @@ vocabulary permutation is exercised. Max abs differences are printed (``pytest -
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import torch
 
+from fairseq_pmlm import recipe_info
 from fairseq_pmlm.modules.attention_rule import CONTEXT, PAD
 from fairseq_pmlm.text import vocab
 from fairseq_pmlm.weights import convert
 from fairseq_pmlm.weights.layouts import ConversionError
 
+from cli import run_main
 from helpers import stdlib_docstrings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -254,8 +255,7 @@ def test_kept_layers_are_the_sources_layers_renumbered(bert_dir, tmp_path):
 def test_recipe_info_gives_the_arch_flags_and_tokenizer_of_a_converted_directory(converted_bert):
     out, info = converted_bert
     def run(*args):
-        return subprocess.run([sys.executable, os.path.join(REPO, "scripts", "recipe_info.py"), *map(str, args)],
-                              capture_output=True, text=True)
+        return run_main(recipe_info.main, *args)
 
     flags = run("model-flags", out / "model.pt")
     assert flags.returncode == 0 and flags.stdout.split() == ["--arch", info["arch"], *info["flags"]]

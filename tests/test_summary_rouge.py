@@ -13,12 +13,12 @@ import types
 
 import pytest
 
-from fairseq_pmlm.scoring import rouge155, summaries
+from fairseq_pmlm.scoring import rouge155, score_files, summaries
 
+from cli import run_main
 from helpers import stdlib_docstrings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCORE = os.path.join(REPO, "scripts", "score.py")
 MODULES = ["argparse", "textwrap", "csv", "string", "shlex", "json/__init__", "logging/__init__", "subprocess",
            "typing", "collections/__init__", "functools", "pathlib", "tarfile", "email/message", "inspect",
            "threading", "socket", "ssl", "asyncio/events", "unittest/case", "datetime", "decimal", "enum",
@@ -201,8 +201,9 @@ def test_sentence_files_and_separator_lines_are_the_same_examples(tmp_path):
     (tmp_path / "hyp").write_text("it was happy . [X_SEP] the cat sat on a mat .\nthe dog ran away .\n")
     tables = []
     for ref in ("ref.sentences", "ref.s2sft"):  # (and [X_SEP] lines: the end-to-end test's references)
-        proc = subprocess.run([sys.executable, SCORE, "--hyp", tmp_path / "hyp", "--ref", tmp_path / ref,
-                               "--preset", "cnndm", "--style", "both"], capture_output=True, text=True, check=True)
+        proc = run_main(score_files.main, "--hyp", tmp_path / "hyp", "--ref", tmp_path / ref, "--preset", "cnndm",
+                        "--style", "both")
+        assert proc.returncode == 0, proc.stderr
         tables.append(proc.stdout.splitlines()[1:])
     assert tables[0] == tables[1]
     plain = [cell.strip() for cell in tables[0][2].strip("|").split("|")]
@@ -211,20 +212,17 @@ def test_sentence_files_and_separator_lines_are_the_same_examples(tmp_path):
 
 def test_score_preset_style_needs_a_preset_and_perl_says_what_to_install(tmp_path):
     (tmp_path / "r").write_text("x\n")
-    proc = subprocess.run([sys.executable, SCORE, "--ref", tmp_path / "r", "--hyp", tmp_path / "r", "--style",
-                           "s2s-ft"], capture_output=True, text=True)
+    proc = run_main(score_files.main, "--ref", tmp_path / "r", "--hyp", tmp_path / "r", "--style", "s2s-ft")
     assert proc.returncode == 2 and "--style s2s-ft needs --preset cnndm or xsum" in proc.stderr
 
 
 def test_empty_hypothesis_and_reference_files_are_one_line_error_not_a_table_of_zeros(tmp_path):
     (tmp_path / "empty").write_text("")
     (tmp_path / "no-newline").write_text("a b\nc d")  # a last line without a newline is an example
-    proc = subprocess.run([sys.executable, SCORE, "--ref", tmp_path / "empty", "--hyp", tmp_path / "empty"],
-                          capture_output=True, text=True)
+    proc = run_main(score_files.main, "--ref", tmp_path / "empty", "--hyp", tmp_path / "empty")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == f"score.py: error: {tmp_path / 'empty'} holds no example (an empty file): nothing to score\n"
-    proc = subprocess.run([sys.executable, SCORE, "--ref", tmp_path / "no-newline", "--hyp", tmp_path / "no-newline"],
-                          capture_output=True, text=True)
+    proc = run_main(score_files.main, "--ref", tmp_path / "no-newline", "--hyp", tmp_path / "no-newline")
     assert proc.returncode == 0 and proc.stdout.startswith("2 references: "), proc.stderr
 
 

@@ -41,7 +41,8 @@ Used by the commands that call them, not installed at import:
 - ``interrupts``: SIGTERM handled as Ctrl-C (Python's default ends the process before any
   ``finally``) by the commands that build in a temporary directory (``text_to_databin``,
   ``convert_checkpoint``, ``s2s/get_data.py``: ``public_data/cnndm_xsum.py``, ``glue/prepare_glue.py``:
-  ``public_data/glue.py``), so nothing is left behind. Pinned by tests/test_text_to_databin.py and tests/test_released_minilm.py.
+  ``public_data/glue.py``), so nothing is left behind. Pinned by tests/test_text_to_databin.py and
+  tests/test_released_minilm.py.
 - ``output_dir``: the one rule for an output directory that ``--force`` replaces (the same
   commands): refusals before anything is written, one run at a time, built beside OUT and swapped
   in with renames while SIGINT/SIGTERM wait, so an interrupt leaves the old or the new OUT whole.

@@ -43,9 +43,11 @@ else
     die "--checkpoint none (random init) needs --arch after --"
 fi
 TRAIN=$DATA/train.source-target.source.idx
+mkdir -p "$SAVE"
+# the tokenizer goes beside the checkpoints now (the hub loads it from there), in the same run
 recipe_facts ${FACTS[@]+"${FACTS[@]}"} BPE bpe-flags "$DATA" + PAIRS count-items "$TRAIN" + \
   SCHEDULE schedule --items "$TRAIN" --batch "$BATCH" --epochs "$EPOCHS" --warmup-ratio "$WARMUP" \
-  ${UPDATES:+--updates "$UPDATES"}
+  ${UPDATES:+--updates "$UPDATES"} + TOKENIZER copy-tokenizer "$DATA" "$SAVE"
 # absolute, as fairseq records it in the checkpoints: the next run compares it (resume_or_start)
 [ "$PRE" = none ] || INIT+=(--finetune-from-model "$(abs_path "$PRE")")
 read -r TOTAL WARM <<< "${SCHEDULE[0]}"
@@ -64,6 +66,5 @@ run_step fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" \
   --max-update "$TOTAL" --batch-size "$BATCH" --required-batch-size-multiple 1 \
   --save-dir "$SAVE" --no-epoch-checkpoints --log-format json --log-interval 10 \
   --num-workers 2 --seed 1 "${DEVICE[@]}" "${INIT[@]}" ${EXTRA[@]+"${EXTRA[@]}"}
-# what the hub needs beside the checkpoint (the test split and binaries stay in DATA)
+# what the hub needs beside the checkpoint with the tokenizer (the test split and binaries stay in DATA)
 cp "$DATA"/dict.*.txt "$SAVE"/
-recipe_info copy-tokenizer "$DATA" "$SAVE" > /dev/null
