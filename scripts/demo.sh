@@ -15,7 +15,7 @@
 #        table with lead-1, the PMLM row's paired bootstrap intervals against every other row
 #        (PMLM minus MLM, minus released, ...) and their reading, three example outputs.
 #
-#   bash scripts/demo.sh                                                    # 8-14 minutes, 2 CPU cores
+#   bash scripts/demo.sh                                                    # 9-15 minutes, 2 CPU cores
 #   START=scratch ARCH=unilmv2_base PRE_MINUTES=600 bash scripts/demo.sh   # PMLM from scratch (a GPU)
 #
 # Knobs (environment variables): PMLM_UPDATES (default 250; the MLM stage's too), PMLM_LR (3e-4), FT_UPDATES (500),
