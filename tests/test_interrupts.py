@@ -72,6 +72,21 @@ def assert_saved_and_stopped(proc, out, seconds, save):
     assert os.path.isfile(save / "checkpoint_last.pt")
 
 
+def test_ctrl_c_while_a_recipe_works_out_its_facts_exits_130_without_a_traceback(tmp_path):
+    """The facts run (recipe_info.py) starts with fairseq's ~3 s import; a Ctrl-C in it printed the
+    import's KeyboardInterrupt traceback. Now the recipe exits 130 once that run ends, in silence."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.source-target.source.idx").write_bytes(b"")
+    (tmp_path / "model.pt").write_bytes(b"")
+    proc = start("s2s/finetune.sh", "--preset", "demo", "--data", data, "--checkpoint", tmp_path / "model.pt",
+                 "--save-dir", tmp_path / "save")
+    time.sleep(1.0)  # inside the facts run's import
+    out, seconds = ctrl_c(proc)
+    assert proc.returncode == 130 and "Traceback" not in out and "KeyboardInterrupt" not in out, out[-2000:]
+    assert seconds < 30 and left_in_session(proc.pid) == []
+
+
 def test_ctrl_c_stops_s2s_fine_tuning_within_seconds_saving_checkpoint_last(tmp_path_factory, tmp_path):
     _, data, _ = tiny_s2s(tmp_path_factory)
     save = tmp_path / "save"

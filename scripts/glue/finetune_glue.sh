@@ -23,6 +23,7 @@ DATA='' CKPT='' SAVE='' ARCH='' LR=2e-5 BSZ=32 EPOCHS=10 WARMUP=0.1 WD=0.01 FORC
 PASS_TO=fairseq-train
 parse_flags "$@"
 require_flags --data --checkpoint --save-dir
+forward_signals  # from here on: the facts runs and the steps stop cleanly on Ctrl-C and SIGTERM
 [ "$CKPT" = none ] || require_files "$CKPT"
 resume_or_start "$SAVE" "$(abs_path "$CKPT")" sentence_prediction
 
@@ -47,7 +48,6 @@ mkdir -p "$SAVE"
 echo "finetune_glue: $TASK, $N examples, $UPDATES updates (warmup $WARMUP_UPDATES), lr $LR, batch $BSZ"
 # [SOS] A [EOS] (B [EOS]): --init-token 0 prepends <s>; no --separator-token, input0 already
 # ends in </s>; the model reads the segment ids off the first </s>
-forward_signals
 run_step_logged "$SAVE/train.log" fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" "${FROM[@]}" \
   --task sentence_prediction --criterion sentence_prediction "${MODEL[@]}" \
   --num-classes "$NCLS" --init-token 0 --max-positions 512 --shorten-method truncate \

@@ -103,8 +103,14 @@ require_files() {
   done
 }
 
+python_fact() {  # python_fact ARGS...: python ARGS, a run that only works out a recipe's facts. It
+  # starts with fairseq's import (~3 s): under forward_signals' traps it ignores SIGINT, so Ctrl-C
+  # prints no traceback of that import and the recipe exits 130 once the run ends (SIGTERM: at once)
+  if [ -n "$(trap -p INT)" ]; then (trap '' INT; exec python "$@"); else python "$@"; fi
+}
+
 recipe_info() {  # facts the recipes need (scripts/recipe_info.py); its errors are one line already
-  python "$ROOT/scripts/recipe_info.py" "$@" || exit 2
+  python_fact "$ROOT/scripts/recipe_info.py" "$@" || exit 2
 }
 
 recipe_facts() {  # recipe_facts NAME SUBCOMMAND ARGS [+ NAME SUBCOMMAND ARGS ...]: each query's lines
@@ -159,7 +165,7 @@ resume_or_start() {  # resume_or_start SAVE_DIR INIT TASK: before fine-tuning IN
     return 0
   fi
   # the cfg fairseq saved in the checkpoint: its task, --finetune-from-model and updates so far
-  info=$(python "$ROOT/scripts/recipe_info.py" run-of "$last" 2>&1) ||
+  info=$(python_fact "$ROOT/scripts/recipe_info.py" run-of "$last" 2>&1) ||
     die "${info#recipe_info.py: error: } (--force moves it aside)"
   local was_task updates was_init
   read -r was_task updates was_init <<< "$info"
@@ -231,7 +237,7 @@ on_signal() {  # on_signal SIG STATUS: pass SIG to the running step (INT as TERM
   exit "$2"
 }
 
-forward_signals() {  # call once, before the first run_step (an EXIT trap still runs after these)
+forward_signals() {  # call once, before the first recipe_info and run_step (an EXIT trap still runs after these)
   trap 'on_signal INT 130' INT
   trap 'on_signal TERM 143' TERM
   trap 'on_signal USR1 138' USR1

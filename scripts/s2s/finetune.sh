@@ -31,6 +31,7 @@ PRESET='' DATA='' PRE='' SAVE='' UPDATES='' FORCE=''
 PASS_TO=fairseq-train
 parse_flags "$@"
 require_flags --preset --data --checkpoint --save-dir
+forward_signals  # from here on: the facts runs and the steps stop cleanly on Ctrl-C and SIGTERM
 preset "$PRESET"
 [ -f "$DATA/train.source-target.source.idx" ] || die "no binarized train split in $DATA (run scripts/s2s/prepare.sh)"
 [ "$PRE" = none ] || require_files "$PRE"
@@ -56,7 +57,6 @@ device_flags
 echo "s2s/finetune: $PRESET on $DATA: $PAIRS pairs, $(extra_value --max-update "$TOTAL") updates of" \
   "$BATCH, warmup $(extra_value --warmup-updates "$WARM")," \
   "lr $(extra_value --lr "$LR"), init ${PRE}"
-forward_signals
 run_step fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" \
   --task pmlm_seq2seq --criterion pmlm_seq2seq --label-smoothing 0.1 \
   --max-positions "$POSITIONS" "${BPE[@]}" \

@@ -32,6 +32,7 @@ PRESET='' DATA='' CKPT='' REFS='' OUT=''
 PASS_TO=fairseq-generate
 parse_flags "$@"
 require_flags --preset --data --checkpoint --refs --out-dir
+forward_signals  # from here on: the facts runs and the steps stop cleanly on Ctrl-C and SIGTERM
 preset "$PRESET"
 require_files "$CKPT" "$REFS"
 TEST=$DATA/test.source-target.source.idx
@@ -53,7 +54,6 @@ if [ "$PMLM_GPUS" -gt 0 ]; then DEVICE=(); fi
 mkdir -p "$OUT"
 TMP=$(mktemp -d "$OUT/.generate.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-forward_signals
 run_step fairseq-generate "$DATA" --user-dir "$ROOT/fairseq_pmlm" --task pmlm_seq2seq --path "$CKPT" \
   --gen-subset test --max-source-positions "$SRC" --max-target-positions "$TGT" \
   --beam "$BEAM" --lenpen "$LENPEN" --lenpen-formula "$LENFORM" --max-len-a 0 --max-len-b "$MAXLEN" \

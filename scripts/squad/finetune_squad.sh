@@ -26,6 +26,7 @@ FORCE=''
 PASS_TO=fairseq-train
 parse_flags "$@"
 require_flags --data --train-json --dev-json --checkpoint --save-dir
+forward_signals  # from here on: the facts runs and the steps stop cleanly on Ctrl-C and SIGTERM
 require_files "$TRAIN" "$DEV" "$CKPT" "$DATA/dict.txt"
 resume_or_start "$SAVE" "$(abs_path "$CKPT")" pmlm_squad
 SQUAD=(--max-positions "$MAXPOS" --doc-stride "$STRIDE")
@@ -41,7 +42,6 @@ mkdir -p "$SAVE"
 SCHEDULE=$(recipe_info schedule --examples "$WINDOWS" --batch "$BSZ" --epochs "$EPOCHS" --warmup-ratio "$WARMUP")
 read -r UPDATES WARMUP_UPDATES <<< "$SCHEDULE"
 echo "finetune_squad: $WINDOWS training windows, $UPDATES updates (warmup $WARMUP_UPDATES), lr $LR, batch $BSZ"
-forward_signals
 run_step_logged "$SAVE/train.log" fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" --task pmlm_squad \
   --criterion pmlm_squad --train-json "$TRAIN" --valid-json "$DEV" "${SQUAD[@]}" \
   "${MODEL[@]}" --finetune-from-model "$(abs_path "$CKPT")" \
