@@ -29,6 +29,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+import torch
+
 from fairseq_pmlm.models.unilmv2 import dictionary_digest, dictionary_misfit
 from fairseq_pmlm.objectives import NAMES, objective
 from fairseq_pmlm.recipe_info import count_items
@@ -146,9 +149,6 @@ def check_inputs(a, objectives):
 
 def dictionary_mismatch(checkpoint, dict_file):
     """The one line saying that ``checkpoint`` was trained with another dictionary, or None."""
-    import torch
-
-
     try:
         state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
         weights = state["model"]
@@ -282,7 +282,7 @@ def pretrain(a, obj, seed, run_dir, progress, env):
         return read_json(done)
     os.makedirs(save, exist_ok=True)
     n = a.updates
-    model = ["--arch", a.arch] if a.init == "random" else flags_of(a.init) + ["--finetune-from-model",
+    model = ["--arch", a.arch] if a.init == "random" else flags_of_checkpoint(a.init) + ["--finetune-from-model",
                                                                               os.path.abspath(a.init)]
     cmd = ["fairseq-train", a.pretrain_data, "--user-dir", os.path.join(ROOT, "fairseq_pmlm"),
            "--task", "pseudo_masked_lm", "--criterion", "pmlm", "--objective", obj, *model,
@@ -314,11 +314,6 @@ def pretrain(a, obj, seed, run_dir, progress, env):
             os.remove(path)
     progress.say(f"{name}: {cost['seconds_per_update']:.2f} s and {cost['tokens_per_update']:.0f} tokens an update")
     return cost
-
-
-def flags_of(checkpoint):
-
-    return flags_of_checkpoint(checkpoint)
 
 
 def finetune(a, obj, seed, run_dir, progress, env):
@@ -377,9 +372,6 @@ def one_run(a, obj, seed, progress, env):
 # ----------------------------------------------------------------------------- results
 def collect(a, objectives, seeds):
     """results.json's content from the runs' files."""
-    import numpy as np
-
-
     per, cost = {}, {}
     for obj in objectives:
         for seed in seeds:
