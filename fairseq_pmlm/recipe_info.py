@@ -29,11 +29,11 @@ import math
 import os
 import re
 import shlex
-import struct
 import sys
 
 import torch
 
+from .data.databin.writer import index_items
 from .runtime.checkpoint_files import inspect, unreadable
 from .symbols import separator_symbol
 from .tasks.squad import PMLMSquadConfig, PMLMSquadTask
@@ -88,19 +88,6 @@ def glue_report(log, task, metric):
 
 def gpus():
     return torch.cuda.device_count()
-
-
-def count_items(idx):
-    """Items of a binarized split, off fairseq's mmap index header (9-byte magic, version, dtype
-    code, then the count as 8 bytes little-endian)."""
-    try:
-        with open(idx, "rb") as f:
-            head = f.read(26)
-    except OSError as e:
-        raise ValueError(f"cannot read {idx}: {e.strerror}") from None
-    if head[:9] != b"MMIDIDX\x00\x00" or len(head) < 26:
-        raise ValueError(f"{idx} is not a fairseq mmap index (fairseq-preprocess --dataset-impl mmap)")
-    return struct.unpack("<Q", head[18:26])[0]
 
 
 def run_of(checkpoint):
@@ -184,7 +171,7 @@ def run(a):
             raise ValueError(f"checkpoint not found: {a.checkpoint}")
         return flags_of_checkpoint(a.checkpoint)
     if a.command == "schedule":
-        examples = count_items(a.items) if a.items else a.examples
+        examples = index_items(a.items) if a.items else a.examples
         return [" ".join(map(str, schedule(examples, a.batch, a.epochs, a.warmup_ratio, a.updates)))]
     if a.command == "glue-meta":
         return [" ".join(map(str, glue_meta(a.dir)))]
@@ -193,7 +180,7 @@ def run(a):
     if a.command == "gpus":
         return [str(gpus())]
     if a.command == "count-items":
-        return [str(count_items(a.idx))]
+        return [str(index_items(a.idx))]
     if a.command == "separator":
         return [separator_of(a.dir) or ""]
     if a.command == "run-of":

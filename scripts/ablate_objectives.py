@@ -32,9 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
+from fairseq_pmlm.data.databin.writer import index_items
 from fairseq_pmlm.models.unilmv2 import dictionary_digest, dictionary_misfit
 from fairseq_pmlm.objectives import NAMES, objective
-from fairseq_pmlm.recipe_info import count_items
 from fairseq_pmlm.scoring.rouge import rouge_per_example
 from fairseq_pmlm.scoring.score_files import paired_bootstrap
 from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
@@ -130,7 +130,7 @@ def check_inputs(a, objectives):
     if not os.path.isfile(a.refs):
         raise Failure(f"--refs {a.refs}: no such file")
 
-    tests = count_items(os.path.join(pairs, "test.source-target.source.idx"))
+    tests = index_items(os.path.join(pairs, "test.source-target.source.idx"))
     lines = count_lines(a.refs)  # as generate.sh and score.py count them
     if lines != tests:
         raise Failure(f"--refs {a.refs} has {lines} lines but {pairs} holds {tests} test pairs")

@@ -56,6 +56,19 @@ def write_index(path, sizes_files, dtype):
     return lines
 
 
+def index_items(path):
+    """The number of items of a fairseq mmap ``.idx``, read off its header (the one ``write_index``
+    writes: magic, version, dtype code, then the count as 8 bytes little-endian)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(26)
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror}") from None
+    if head[:9] != _IDX_MAGIC or len(head) < 26:
+        raise ValueError(f"{path} is not a fairseq mmap index (fairseq-preprocess --dataset-impl mmap)")
+    return struct.unpack("<Q", head[18:26])[0]
+
+
 def write_tokenizer_files(spec, directory):
     kind, path, cased = spec
     if kind == "spm":
