@@ -61,10 +61,15 @@ def pretrained(tmp_path_factory):
 
 
 def prepare_glue(*args):
-    """scripts/glue/prepare_glue.py ARGS: its main() in this process (saves a ~5 s fairseq import)."""
+    """scripts/glue/prepare_glue.py ARGS: its main() in this process (saves fairseq's ~3 s import);
+    it must succeed (its errors are an exit status now, not an exception)."""
     from fairseq_pmlm.public_data.glue import main
 
-    main([str(arg) for arg in args])
+    from cli import run_main
+
+    proc = run_main(main, *args)
+    assert proc.returncode == 0, proc.stderr
+    print(proc.stdout, end="")
 
 
 def glue_recipe(tmp_path_factory):
