@@ -16,7 +16,9 @@ Each stage writes its done.json / rouge.json last, so a stage without one is run
 next invocation: fairseq-train resumes its own checkpoint_last.pt, finetune.sh resumes its save dir.
 """
 import argparse
+import contextlib
 import glob
+import io
 import json
 import logging
 import os
@@ -51,27 +53,41 @@ class Failure(Exception):
     """A one-line error: printed as ``ablate_objectives.sh: error: ...``, exit status 2."""
 
 
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, as every recipe's bad command line
+        raise Failure(message)
+
+
+def positive_int(text):
+    if not re.fullmatch(r"[1-9][0-9]*", text):
+        raise argparse.ArgumentTypeError(f"must be a positive integer: {text}")
+    return int(text)
+
+
 def parse(argv):
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+    p = Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--pretrain-data", required=True)
     p.add_argument("--pairs", required=True)
     p.add_argument("--refs", required=True)
     p.add_argument("--init", required=True, help="a checkpoint, or 'random'")
     p.add_argument("--arch", default="")
     p.add_argument("--objectives", default=",".join(OBJECTIVES))
-    p.add_argument("--updates", type=int, default=200)
-    p.add_argument("--ft-updates", type=int, default=400)
+    p.add_argument("--updates", type=positive_int, default=200)
+    p.add_argument("--ft-updates", type=positive_int, default=400)
     p.add_argument("--seeds", default="1,2,3")
-    p.add_argument("--lanes", type=int, default=2)
+    p.add_argument("--lanes", type=positive_int)
+    p.add_argument("--default-lanes", type=positive_int, default=2, help=argparse.SUPPRESS)  # the .sh's, by device
     p.add_argument("--out", required=True)
     p.add_argument("--preset", default="demo")
     p.add_argument("--lr", default="3e-4")
-    p.add_argument("--tokens-per-sample", type=int, default=128)
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--tokens-per-sample", type=positive_int, default=128)
+    p.add_argument("--batch-size", type=positive_int, default=16)
     p.add_argument("--ft-flags", default="--dropout 0 --attention-dropout 0")
     p.add_argument("--device-flags", default="--cpu")
     p.add_argument("extra", nargs="*", help="fairseq-train flags for every pre-training run")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    a.lanes = a.lanes or a.default_lanes
+    return a
 
 
 # ----------------------------------------------------------------------------- checks
@@ -102,9 +118,6 @@ def read_symbols(path):
 
 def check_inputs(a, objectives):
     """Every input the runs read, before the first run starts: one line for the first problem."""
-    for flag, n in (("--updates", a.updates), ("--ft-updates", a.ft_updates), ("--lanes", a.lanes)):
-        if n < 1:
-            raise Failure(f"{flag} must be a positive integer, not {n}")
     pre, pairs = a.pretrain_data, a.pairs
     for f in ("dict.txt", "train.idx", "train.bin", "valid.idx"):
         if any(o != "none" for o in objectives) and not os.path.isfile(os.path.join(pre, f)):
@@ -147,6 +160,39 @@ def check_inputs(a, objectives):
         raise Failure(mismatch)
 
 
+def check_settings(a, objectives):
+    """The preset and the fairseq-train flags of every stage, by their own parsers, before --out is
+    claimed: a typo is one line now, not a failed first run that --out then remembers."""
+    presets = os.path.join(ROOT, "scripts", "s2s", "presets.sh")
+    proc = subprocess.run(["bash", "-c", 'die() { echo "$*" >&2; exit 2; }; source "$0"; preset "$1"', presets,
+                           a.preset], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise Failure(proc.stderr.strip())
+    model = ["--arch", a.arch] if a.init == "random" else flags_of_checkpoint(a.init)
+    stages = [("--ft-flags", a.ft_flags, [a.pairs, "--task", "pmlm_seq2seq", "--criterion", "pmlm_seq2seq"])]
+    if any(o != "none" for o in objectives):
+        stages.append(("the flags after --", shlex.join(a.extra),
+                       [a.pretrain_data, "--task", "pseudo_masked_lm", "--criterion", "pmlm"]))
+    for what, flags, argv in stages:
+        refusal = fairseq_train_refusal([*argv, "--user-dir", os.path.join(ROOT, "fairseq_pmlm"), *model,
+                                         *shlex.split(a.device_flags), *shlex.split(flags)])
+        if refusal:
+            raise Failure(f"{what} {flags!r}: fairseq-train refuses them: {refusal}")
+
+
+def fairseq_train_refusal(argv):
+    """fairseq-train's parser's complaint about ``argv`` (nothing is run), or None."""
+    from fairseq import options
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            _, rest = options.parse_args_and_arch(options.get_training_parser(), argv, parse_known=True)
+    except SystemExit:
+        return (err.getvalue().strip().splitlines() or ["?"])[-1].split(" error: ", 1)[-1]
+    return f"unrecognized arguments: {' '.join(rest)}" if rest else None
+
+
 def dictionary_mismatch(checkpoint, dict_file):
     """The one line saying that ``checkpoint`` was trained with another dictionary, or None."""
     try:
@@ -180,9 +226,13 @@ def claim_out(a, settings):
         with open(path) as f:
             old = json.load(f)
         changed = [k for k in settings if old.get(k) != settings[k]]
+        finished = glob.glob(os.path.join(glob.escape(a.out), "runs", "*", "*", "done.json"))
+        if changed and finished:
+            raise Failure(f"--out {a.out} holds runs made with other settings ({', '.join(changed)}): pass the "
+                          f"settings of {path} to resume them, or pick another --out")
         if changed:
-            raise Failure(f"--out {a.out} holds runs made with other settings ({', '.join(changed)}): "
-                          f"re-run the same command to resume, or pick another --out")
+            print(f"{PROG}: no stage under {a.out} had finished: its settings are replaced ({', '.join(changed)})")
+            write_json(path, settings)
         return
     if os.path.isdir(a.out) and os.listdir(a.out):
         raise Failure(f"--out {a.out} exists and holds no ablation (no settings.json): pick another --out")
@@ -282,19 +332,11 @@ def pretrain(a, obj, seed, run_dir, progress, env):
         return read_json(done)
     os.makedirs(save, exist_ok=True)
     n = a.updates
-    model = ["--arch", a.arch] if a.init == "random" else flags_of_checkpoint(a.init) + ["--finetune-from-model",
-                                                                              os.path.abspath(a.init)]
-    cmd = ["fairseq-train", a.pretrain_data, "--user-dir", os.path.join(ROOT, "fairseq_pmlm"),
-           "--task", "pseudo_masked_lm", "--criterion", "pmlm", "--objective", obj, *model,
-           "--tokens-per-sample", str(a.tokens_per_sample), "--batch-size", str(a.batch_size),
-           "--max-tokens", "1000000",
-           "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--adam-eps", "1e-6", "--weight-decay", "0.01",
-           "--lr", a.lr, "--lr-scheduler", "polynomial_decay", "--warmup-updates", str(max(1, n // 10)),
-           "--total-num-update", str(n), "--max-update", str(n), "--dropout", "0.1", "--attention-dropout", "0.1",
-           "--seed", str(seed), "--log-format", "json", "--log-interval", str(max(1, n // 10)),
-           "--validate-interval-updates", str(max(1, n // 10)), "--max-valid-steps", "10",
-           "--save-dir", save, "--no-epoch-checkpoints", "--save-interval-updates", str(max(1, n // 4)),
-           "--keep-interval-updates", "1", *shlex.split(a.device_flags), *a.extra]
+    # the one pre-training recipe, the main job's too (scripts/pretrain.sh)
+    cmd = ["bash", os.path.join(ROOT, "scripts", "pretrain.sh"), "--data", a.pretrain_data, "--save-dir", save,
+           "--init", a.init, "--objective", obj, "--updates", str(n), "--lr", a.lr,
+           "--tokens-per-sample", str(a.tokens_per_sample), "--batch-size", str(a.batch_size), "--seed", str(seed),
+           "--", *(["--arch", a.arch] if a.init == "random" else []), *shlex.split(a.device_flags), *a.extra]
     name = f"{obj}/seed {seed}: pre-training"
     progress.say(f"{name}: {n} updates of {a.batch_size} x {a.tokens_per_sample} tokens, lr {a.lr}")
     log = os.path.join(save, "train.log")
@@ -511,10 +553,11 @@ def stop(signum, frame):
 
 
 def main(argv=None):
-    a = parse(argv)
     try:
+        a = parse(argv)
         objectives, seeds = objectives_of(a.objectives), seeds_of(a.seeds)
         check_inputs(a, objectives)
+        check_settings(a, objectives)
         claim_out(a, settings_of(a, objectives, seeds))
     except Failure as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)

@@ -38,29 +38,9 @@
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
-# shellcheck source=s2s/presets.sh
-source "$ROOT/scripts/s2s/presets.sh"
+case ${1-} in -h | --help) usage; exit 0 ;; esac
 activate_venv
-declare -A FLAGS=([--pretrain-data]=PRE [--pairs]=PAIRS [--refs]=REFS [--init]=INIT [--arch]=ARCH [--out]=OUT
-                  [--objectives]=OBJECTIVES [--updates]=UPDATES [--ft-updates]=FT_UPDATES [--seeds]=SEEDS
-                  [--lanes]=LANES [--preset]=PRESET [--lr]=LR [--tokens-per-sample]=TPS [--batch-size]=BSZ
-                  [--ft-flags]=FT_FLAGS)
-PRE='' PAIRS='' REFS='' INIT='' ARCH='' OUT='' OBJECTIVES=none,ae,ar,par,ae+ar,ae+par UPDATES=200 FT_UPDATES=400
-SEEDS=1,2,3 LANES='' PRESET=demo LR=3e-4 TPS=128 BSZ=16 FT_FLAGS='--dropout 0 --attention-dropout 0'
-PASS_TO=fairseq-train
-parse_flags "$@"
-require_flags --pretrain-data --pairs --refs --init --out
-for flag in --updates --ft-updates --tokens-per-sample --batch-size --lanes; do
-  var=${FLAGS[$flag]}
-  [ -z "${!var}" ] || [[ ${!var} =~ ^[1-9][0-9]*$ ]] || die "$flag must be a positive integer: ${!var}"
-done
-# a known preset, before --out is claimed (finetune.sh would refuse it only then); in a subshell:
-# preset sets LR and the rest, which are not this script's
-(preset "$PRESET") || exit 2
+# the flags, their defaults and every check live in ablate_objectives.py; this adds the device
 device_flags
-if [ "$PMLM_GPUS" -gt 0 ]; then LANES=${LANES:-1}; else LANES=${LANES:-2}; cpu_speed_flags; fi
-exec python "$ROOT/scripts/ablate_objectives.py" --pretrain-data "$PRE" --pairs "$PAIRS" --refs "$REFS" \
-  --init "$INIT" --arch "$ARCH" --out "$OUT" --objectives "$OBJECTIVES" --updates "$UPDATES" \
-  --ft-updates "$FT_UPDATES" --seeds "$SEEDS" --lanes "$LANES" --preset "$PRESET" --lr "$LR" \
-  --tokens-per-sample "$TPS" --batch-size "$BSZ" --ft-flags "$FT_FLAGS" --device-flags "${DEVICE[*]}" \
-  -- ${EXTRA[@]+"${EXTRA[@]}"}
+if [ "$PMLM_GPUS" -gt 0 ]; then lanes=1; else lanes=2; cpu_speed_flags; fi
+exec python "$ROOT/scripts/ablate_objectives.py" --device-flags "${DEVICE[*]}" --default-lanes "$lanes" "$@"

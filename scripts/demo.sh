@@ -70,8 +70,8 @@ run() {
   local name=$1 log=$2 rc
   shift 2
   set +e
-  "$@" 2>&1 | tee "$log" | sed -unE "/\| (train_inner|valid) \||^(s2s|prepare_data|docstring_task)|^Generate/{
-    s/^.*\| (train_inner|valid) \| /$name: /; s/^(s2s|prepare_data|docstring_task|Generate)/$name: \\1/; s/\"//g
+  "$@" 2>&1 | tee "$log" | sed -unE "/\| (train_inner|valid) \||^(s2s|prepare_data|docstring_task|pretrain)|^Generate/{
+    s/^.*\| (train_inner|valid) \| /$name: /; s/^(s2s|prepare_data|docstring_task|pretrain|Generate)/$name: \\1/; s/\"//g
     s/^(.{170}).*/\\1/; p }"
   rc=${PIPESTATUS[0]}
   set -e
@@ -117,9 +117,9 @@ if [ "$START" = scratch ]; then
   stage "corpus: docstrings of the standard library and the pinned packages"
   python scripts/make_docstring_corpus.py --out "$OUT/corpus"
   MODEL_FLAGS=(--arch "$ARCH")
-  PMLM_INIT=()
-  PMLM_BUDGET=(--max-update $((PRE_MINUTES * 80)) --total-num-update $((PRE_MINUTES * 80))
-               --stop-time-hours "$(awk "BEGIN { print $PRE_MINUTES / 60 }")" --lr 2e-4 --warmup-updates 50)
+  PMLM_INIT=random
+  PMLM_BUDGET=(--updates $((PRE_MINUTES * 80)) --lr 2e-4)
+  PMLM_MORE=(--arch "$ARCH" --stop-time-hours "$(awk "BEGIN { print $PRE_MINUTES / 60 }")" --warmup-updates 50)
   TOKENIZER_DIR=$DATA/pretrain
   stage "sentencepiece vocabulary -> data-bin (pre-training $ARCH from scratch)"
   run prepare "$OUT/prepare-pretrain.log" bash scripts/prepare_data.sh --train "$OUT/corpus/pretrain.train.txt" \
@@ -131,20 +131,14 @@ else
   stage "the task (scripts/docstring_task.sh): corpus, released weights ($START, layers $LAYERS), data-bins"
   run task "$OUT/task.log" bash scripts/docstring_task.sh --out "$OUT" --start "$START" --layers "$LAYERS"
   recipe_facts MODEL_FLAGS model-flags "$OUT/released/model.pt"
-  PMLM_INIT=(--finetune-from-model "$OUT/released/model.pt")
-  PMLM_BUDGET=(--max-update "$PMLM_UPDATES" --total-num-update "$PMLM_UPDATES" --lr "$PMLM_LR"
-               --warmup-updates $((PMLM_UPDATES / 10)))
+  PMLM_INIT=$OUT/released/model.pt
+  PMLM_BUDGET=(--updates "$PMLM_UPDATES" --lr "$PMLM_LR")
+  PMLM_MORE=()
 fi
 
 pretrain_cmd() {  # OBJECTIVE SAVE_DIR: the PMLM stage (ae+par) and the MLM stage (ae), alike but for --objective
-  CMD=(fairseq-train "$DATA/pretrain" --user-dir fairseq_pmlm
-    --task pseudo_masked_lm "${MODEL_FLAGS[@]}" --criterion pmlm --objective "$1"
-    --tokens-per-sample 128 --batch-size 16 --max-tokens 100000
-    --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-6 --weight-decay 0.01
-    --lr-scheduler polynomial_decay "${PMLM_BUDGET[@]}" ${PMLM_INIT[@]+"${PMLM_INIT[@]}"}
-    --dropout 0.1 --attention-dropout 0.1 --seed "$SEED"
-    --log-format json --log-interval $(((PMLM_UPDATES + 9) / 10)) --validate-interval-updates 50 --max-valid-steps 10
-    --save-dir "$2" --no-epoch-checkpoints --save-interval-updates 100000 "${DEVICE[@]}")
+  CMD=(bash scripts/pretrain.sh --data "$DATA/pretrain" --save-dir "$2" --objective "$1" --init "$PMLM_INIT"
+       --seed "$SEED" "${PMLM_BUDGET[@]}" -- "${DEVICE[@]}" ${PMLM_MORE[@]+"${PMLM_MORE[@]}"})
 }
 # two lanes of work that do not need each other, side by side (JOBS=2) or in turn (JOBS=1), each
 # system fine-tuned and decoded with the same settings:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Fill a folder of wheels for a machine without a package index (a GPU machine that has its own
-CUDA torch): what requirements.txt names (torch and the dev lines aside) and their dependencies,
-less what that machine already has, for its Python version. Sdist-only packages (antlr4, rouge-score:
+CUDA torch): what requirements.txt names (torch aside) and their dependencies,
+less what that machine already has, for its Python version; the lines marked optional (the main job's
+and the suite's) too, unless --skip names them. Sdist-only packages (antlr4, rouge-score:
 pure Python) are built into wheels here. Then, there: `PMLM_WHEELS=DIR bash scripts/setup_env.sh`
 (or `bash scripts/bench_gpu.sh --wheels DIR`) installs only what is missing and keeps its torch.
 
@@ -19,15 +20,11 @@ import subprocess
 import sys
 import zipfile
 
-from lib.missing_requirements import requirements  # scripts/lib: the one reading of requirements.txt
+from lib.requirements_txt import name_of, norm, requirements  # scripts/lib: the one reader of requirements.txt
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
              "manylinux1_x86_64"]
-
-
-def norm(name):
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def wheel_dependencies(wheel, python_version):
@@ -63,7 +60,7 @@ def fetch(spec, dest, python_version):
             sys.exit(f"fetch_wheels.py: error: no wheel of {spec} for Python {python_version}, and building one "
                      f"failed: {built.stderr.strip().splitlines()[-1] if built.stderr.strip() else '?'}")
     new = sorted(set(os.listdir(dest)) - before)
-    name = norm(re.split(r"[=<>!~ \[]", spec)[0])
+    name = name_of(spec)
     found = new or [f for f in os.listdir(dest) if norm(f.split("-")[0]) == name]
     return os.path.join(dest, found[0])
 
@@ -79,11 +76,11 @@ def main():
     have = {"torch"} | {norm(n) for n in a.skip.split(",") if n}
     if a.have:
         have |= {norm(re.split(r"[=<>!~ @]", line.strip())[0]) for line in open(a.have) if line.strip()}
-    todo = requirements(os.path.join(REPO, "requirements.txt"))
+    todo = [(r.spec, r.deps) for r in requirements(os.path.join(REPO, "requirements.txt"))]
     done = set()
     while todo:
         spec, follow = todo.pop(0)
-        name = norm(re.split(r"[=<>!~ \[(]", spec)[0])
+        name = name_of(spec)
         if name in have or name in done:
             continue
         done.add(name)

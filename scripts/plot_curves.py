@@ -53,8 +53,11 @@ def main():
                 print(f"{k:<10} {value(valid[0], k, 'valid_'):>9.3f} {value(valid[-1], k, 'valid_'):>9.3f}")
     print("(losses in bits per token, as fairseq logs them; accuracies in %)")
 
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit("plot_curves.py: error: the plot needs matplotlib, which is not installed (requirements.txt marks "
+                 "it optional: scripts/setup_env.sh installs it, from a PMLM_WHEELS folder when it has its wheel)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -7,6 +7,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup_env.sh
+# the suite's packages are optional in a set-up from a folder of wheels (requirements.txt)
+missing_tool() {
+  echo "test.sh: error: the suite needs $1, which is not installed (requirements.txt marks it optional:" \
+    "scripts/setup_env.sh installs it, from a PMLM_WHEELS folder when it has its wheel)" >&2
+  exit 2
+}
+python -c "import pytest, xdist" 2> /dev/null || missing_tool "pytest and pytest-xdist"
+for tool in ruff shellcheck; do command -v $tool > /dev/null || missing_tool $tool; done
 echo "test.sh: ruff check and shellcheck"
 ruff check --quiet . || { echo "test.sh: error: ruff check failed (see above)" >&2; exit 1; }
 mapfile -t shell_scripts < <(find scripts .ci -type f \( -name '*.sh' -o -path .ci/run \) | sort)

@@ -115,6 +115,15 @@ def test_bad_input_is_refused_in_one_line_before_anything_runs(toy, tmp_path_fac
     refused({"--preset": "cnn"}, "--preset cnn: unknown preset")
     refused({"--lr": "fast"}, "--lr must be a positive number, not 'fast'")
     refused({"--ft-flags": "'0"}, "--ft-flags \"'0\": No closing quotation")
+    refused({"--updates": "0"}, "argument --updates: must be a positive integer: 0")
+    # the fairseq-train flags of both stages, by fairseq's own parser
+    refused({"--ft-flags": "--dropuot 0"},
+            "--ft-flags '--dropuot 0': fairseq-train refuses them: unrecognized arguments: --dropuot 0")
+    proc = subprocess.run(["bash", ABLATE, *map(str, args), "--out", str(tmp_path / "x"), "--", "--lr-shceduler",
+                           "fixed"], capture_output=True, text=True, env={**os.environ, **ENV}, cwd=REPO, timeout=600)
+    assert proc.returncode == 2 and not (tmp_path / "x").exists()
+    assert proc.stderr == ("ablate_objectives.sh: error: the flags after -- '--lr-shceduler fixed': fairseq-train "
+                           "refuses them: unrecognized arguments: --lr-shceduler fixed\n")
 
 
 def test_references_without_a_final_newline_are_counted_as_generate_sh_and_score_py_count_them(toy, tmp_path):

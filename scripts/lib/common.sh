@@ -26,8 +26,11 @@ usage() {  # the header comment: from line 2 to the first line that is not a com
   sed -n '2,${/^#/!q; s/^# \{0,1\}//; p}' "$0"
 }
 
-activate_venv() {  # the set-up's .venv (scripts/setup_env.sh), when there is one
-  if [ -f "$ROOT/.venv/bin/activate" ]; then
+activate_venv() {  # the set-up's .venv (scripts/setup_env.sh): made first from PMLM_WHEELS=DIR if set
+  if [ -n "${PMLM_WHEELS-}" ]; then
+    # shellcheck source=../setup_env.sh
+    source "$ROOT/scripts/setup_env.sh"
+  elif [ -f "$ROOT/.venv/bin/activate" ]; then
     # shellcheck disable=SC1091
     source "$ROOT/.venv/bin/activate"
   fi
