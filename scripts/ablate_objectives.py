@@ -185,11 +185,14 @@ def fairseq_train_refusal(argv):
     from fairseq import options
 
     err = io.StringIO()
+    logging.disable(logging.INFO)  # "--user-dir ... has already been imported"
     try:
         with contextlib.redirect_stderr(err):
             _, rest = options.parse_args_and_arch(options.get_training_parser(), argv, parse_known=True)
     except SystemExit:
         return (err.getvalue().strip().splitlines() or ["?"])[-1].split(" error: ", 1)[-1]
+    finally:
+        logging.disable(logging.NOTSET)
     return f"unrecognized arguments: {' '.join(rest)}" if rest else None
 
 
