@@ -54,8 +54,9 @@ class Failure(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, as every recipe's bad command line
-        raise Failure(message)
+    def error(self, message):  # one line, as every recipe's bad command line (--help: the .sh's header)
+        m = re.fullmatch(r"argument (--[\w-]+): expected one argument", message)
+        raise Failure(f"{m.group(1)} needs a value" if m else message)
 
 
 def positive_int(text):
@@ -65,7 +66,7 @@ def positive_int(text):
 
 
 def parse(argv):
-    p = Parser(prog=PROG, description=__doc__.split("\n")[0])
+    p = Parser(prog=PROG, add_help=False)
     p.add_argument("--pretrain-data", required=True)
     p.add_argument("--pairs", required=True)
     p.add_argument("--refs", required=True)

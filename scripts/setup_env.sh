@@ -10,7 +10,7 @@
 # virtualenv's python).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-setup_error() { echo "setup_env: error: $*" >&2; exit 2; }
+setup_error() { echo "setup_env.sh: error: $*" >&2; exit 2; }
 if [ "${BASH_SOURCE[0]}" = "$0" ] && [ $# -gt 0 ]; then  # run, not sourced: it takes no arguments
   case $1 in
     -h | --help) sed -n '2,${/^#/!q; s/^# \{0,1\}//; p}' "$0"; exit 0 ;;

@@ -34,7 +34,7 @@ SHELL_SCRIPTS = {  # each with a flag that takes a value
     "prepare_data.sh": "--train", "s2s/prepare.sh": "--raw", "s2s/finetune.sh": "--checkpoint",
     "s2s/generate.sh": "--refs", "glue/finetune_glue.sh": "--data", "squad/finetune_squad.sh": "--train-json",
     "train_distributed.sh": "--nproc", "bench_gpu.sh": "--wheels", "setup_env.sh": None,
-    "ablate_objectives.sh": "--pairs", "docstring_task.sh": "--out",
+    "ablate_objectives.sh": "--pairs", "docstring_task.sh": "--out", "pretrain.sh": "--data",
 }
 FEW = ["--cpu", "--num-workers", "0"]
 

@@ -140,11 +140,11 @@ def test_a_folder_without_a_required_wheel_is_one_line_naming_it(gpu_image, tmp_
     repo = repo_copy(tmp_path / "repo")
     proc = on_machine(machine, ["bash", "scripts/setup_env.sh"], repo, PMLM_WHEELS=str(tmp_path / "empty"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert re.fullmatch(rf"setup_env: error: {tmp_path / 'empty'} has no wheel of hydra-core==1.3.8 "
+    assert re.fullmatch(rf"setup_env.sh: error: {tmp_path / 'empty'} has no wheel of hydra-core==1.3.8 "
                         r"\(fill it with scripts/fetch_wheels.py\)\n", proc.stderr), proc.stderr
     proc = on_machine(machine, ["bash", "scripts/setup_env.sh"], repo, PMLM_WHEELS=str(tmp_path / "nowhere"))
     assert proc.returncode == 2
-    assert proc.stderr == f"setup_env: error: PMLM_WHEELS={tmp_path / 'nowhere'}: no such directory\n"
+    assert proc.stderr == f"setup_env.sh: error: PMLM_WHEELS={tmp_path / 'nowhere'}: no such directory\n"
 
 
 def test_a_machine_python_without_pip_is_one_line(tmp_path):
@@ -153,5 +153,5 @@ def test_a_machine_python_without_pip_is_one_line(tmp_path):
     proc = on_machine(machine, ["bash", "scripts/setup_env.sh"], repo_copy(tmp_path / "repo"),
                       PMLM_WHEELS=str(tmp_path / "wheels"))
     assert proc.returncode == 2
-    assert proc.stderr == (f"setup_env: error: {machine}/bin/python3 has no pip (PMLM_WHEELS installs the folder's "
+    assert proc.stderr == (f"setup_env.sh: error: {machine}/bin/python3 has no pip (PMLM_WHEELS installs the folder's "
                            "wheels with it; PMLM_PYTHON names another python)\n")
