@@ -34,6 +34,7 @@ import sys
 import torch
 
 from .data.databin.writer import index_items
+from .errors import report_error
 from .runtime.checkpoint_files import inspect, unreadable
 from .symbols import separator_symbol
 from .tasks.squad import PMLMSquadConfig, PMLMSquadTask
@@ -214,6 +215,5 @@ def main(argv=None):
         else:
             print("\n".join(run(parser().parse_args(argv))))
     except (ValueError, OSError) as e:
-        print(f"recipe_info.py: error: {e}", file=sys.stderr)
-        return 2
+        return report_error("recipe_info.py", e)
     return 0

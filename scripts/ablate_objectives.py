@@ -34,6 +34,7 @@ import torch
 
 from fairseq_pmlm.data.databin.writer import index_items
 from fairseq_pmlm.data.pmlm_dictionary import load_pmlm_dictionary
+from fairseq_pmlm.errors import OneLineError, report_error
 from fairseq_pmlm.models.unilmv2 import dictionary_digest, dictionary_misfit
 from fairseq_pmlm.objectives import NAMES, objective
 from fairseq_pmlm.scoring.rouge import rouge_per_example
@@ -47,7 +48,7 @@ OBJECTIVES = ("none", *NAMES)  # the paper's Table 6 rows, plus no pre-training
 BOOTSTRAP_RESAMPLES = 1000
 
 
-class Failure(Exception):
+class Failure(OneLineError):
     """A one-line error: printed as ``ablate_objectives.sh: error: ...``, exit status 2."""
 
 
@@ -517,8 +518,7 @@ def main(argv=None):
         check_inputs(a, objectives)
         claim_out(a, settings_of(a, objectives, seeds))
     except Failure as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+        return report_error(PROG, e)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -542,8 +542,7 @@ def main(argv=None):
               "resumes", file=sys.stderr)
         return 128 + STOPPED_BY[0]
     if errors:
-        print(f"{PROG}: error: {errors[0]}", file=sys.stderr)
-        return 2
+        return report_error(PROG, errors[0])
     results = collect(a, objectives, seeds)
     write_json(os.path.join(a.out, "results.json"), results)
     text = table(results)

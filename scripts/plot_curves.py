@@ -9,7 +9,6 @@ and validation) and writes a PNG of the curves.
 import argparse
 import json
 import os
-import sys
 
 METRICS = ("ae_loss", "par_loss", "ae_acc", "par_acc")
 
@@ -36,10 +35,10 @@ def main():
     p.add_argument("--out", required=True, help="PNG file to write")
     a = p.parse_args()
     if not os.path.isfile(a.log):
-        sys.exit(f"error: log not found: {a.log}")
+        p.error(f"log not found: {a.log}")  # exit status 2, as every command on bad input
     train, valid = read_log(a.log)
     if len(train) < 2:
-        sys.exit(f"error: {a.log} has fewer than 2 train_inner records (use --log-format json)")
+        p.error(f"{a.log} has fewer than 2 train_inner records (use --log-format json)")
     keys = [k for k in METRICS if k in train[0]]
 
     head = f"{'metric':<10} {'first':>9} {'last':>9}"

@@ -76,7 +76,7 @@ def test_the_launcher_runs_without_a_warning():
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "PYTHONWARNINGS")}
     proc = subprocess.run([sys.executable, "-m", "fairseq_pmlm.runtime.distributed_train", "data"],
                           capture_output=True, text=True, cwd=REPO, env=env)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [
         "fairseq_pmlm.runtime.distributed_train: error: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT "
         "not set: start it with torchrun (see scripts/train_distributed.sh) or set RANK, WORLD_SIZE, "

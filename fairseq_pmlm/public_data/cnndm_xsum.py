@@ -36,6 +36,7 @@ import json
 import os
 import re
 
+from ..errors import OneLineError
 from ..runtime import output_dir
 from ..runtime.interrupts import one_line_exit
 from ..symbols import SENTENCE_SEP
@@ -53,7 +54,7 @@ BATCH_ROWS = 1000
 MARKER = ".get_data"  # in every RAW written here: what --force may replace
 
 
-class DataError(Exception):
+class DataError(OneLineError):
     """Bad input; the message is the one line the user sees."""
 
 
@@ -384,7 +385,7 @@ def main(argv=None):
     p.add_argument("--out", required=True, metavar="RAW", help="output directory, e.g. raw/cnndm")
     p.add_argument("--force", action="store_true", help="replace an existing RAW")
     a = p.parse_args(argv)
-    return one_line_exit(PROG, lambda: build(a), DataError, a.out)  # the staging directory goes on SIGTERM too
+    return one_line_exit(PROG, lambda: build(a), out=a.out)  # the staging directory goes on SIGTERM too
 
 
 def build(a):

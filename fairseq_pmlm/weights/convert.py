@@ -326,7 +326,7 @@ def main(argv=None):
     # already configured the root logger, at DEBUG)
     logging.basicConfig(format="convert_checkpoint: %(levelname)s: %(message)s", level=logging.WARNING, force=True)
     # the temporary output directory is removed on SIGTERM as on Ctrl-C
-    return one_line_exit("convert_checkpoint.py", lambda: run(a), (ConversionError, FileNotFoundError), a.out)
+    return one_line_exit("convert_checkpoint.py", lambda: run(a), FileNotFoundError, a.out)
 
 
 def run(a):
