@@ -6,7 +6,7 @@ architectures (with classification heads for fairseq's own ``sentence_prediction
 ``pmlm``, ``pmlm_seq2seq`` and ``pmlm_squad`` criteria and the ``rouge`` scorer.
 
 Importing also changes some of fairseq's behaviour process-wide (atomic checkpoint files,
-preemption, a clean exit, quiet imports): ``runtime/__init__.py`` is the one list of those
+preemption, a clean exit, quiet imports, one-line errors): docs/DESIGN.md §8 is the one list of those
 changes, each with the fairseq behaviour it replaces and the test that pins it.
 """
 import sys

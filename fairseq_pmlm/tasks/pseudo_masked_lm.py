@@ -48,8 +48,7 @@ class PseudoMaskedLMConfig(AutocastConfig):
     )
     objective: ChoiceEnum(list(objectives.NAMES)) = field(
         default="ae+par",
-        metadata={"help": "pre-training objective (paper Table 6 ablations): ae+par (PMLM), "
-                          "ae, par, ar (blocks of length 1), ae+ar"},
+        metadata={"help": objectives.HELP},
     )
     mask_prob: float = field(
         default=0.15, metadata={"help": "fraction of the context's non-special tokens to mask (docs/DESIGN.md §3)"}
@@ -67,12 +66,8 @@ class PseudoMaskedLMConfig(AutocastConfig):
     )
     head_warmup_updates: int = field(
         default=-1,
-        metadata={"help": "for the first N updates train only the LM head's own weights (dense, LayerNorm, "
-                          "bias; the output projection is the tied embedding and stays): a fresh head, as on "
-                          "released weights without one, then sends its first, random gradients nowhere else. "
-                          f"-1 (default): {NEW_HEAD_WARMUP_UPDATES} when the start checkpoint's head is untrained "
-                          "(an import of weights that had none), else 0; 0: none. The warm-up updates are "
-                          "updates of the run: --max-update counts them"},
+        metadata={"help": f"train only the LM head for the first N updates; -1: {NEW_HEAD_WARMUP_UPDATES} if the "
+                          "start's head is untrained, else 0"},
     )
     max_update: int = II("optimization.max_update")
     seed: int = II("common.seed")
