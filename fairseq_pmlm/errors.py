@@ -1,8 +1,14 @@
-"""Errors whose message is all the user needs: one line naming the file or flag to fix. A program
-that stops on one prints ``PROG: error: MESSAGE`` and nothing else (the exception hook that
-``runtime/checkpoint_files.py`` installs), not a traceback through fairseq. In Python they stay
-what they were (``ValueError``, ``FileNotFoundError``), so callers catch them as before. Written
-without fairseq (the ground floor): the data checks and the recipes' helpers use them too."""
+"""Errors whose message is all the user needs: one line naming the file or flag to fix. Every such
+type derives from ``OneLineError``; a program that stops on one prints ``PROG: error: MESSAGE``
+and nothing else, with exit status 2 (``BAD_INPUT``, as argparse): through ``exit_with_error``,
+``report_error`` or, when one reaches the top of a program (fairseq's commands), the exception
+hook ``print_one_line_errors`` that importing the plugin installs. In Python they stay what they
+were (``ValueError``, ``FileNotFoundError``), so callers catch them as before. Written without
+fairseq (the ground floor): the data checks and the recipes' helpers use them too."""
+import os
+import sys
+
+BAD_INPUT = 2  # the exit status of a command given what it cannot use, as argparse's
 
 
 class OneLineError(Exception):
@@ -15,3 +21,23 @@ class BadInput(OneLineError, ValueError):
 
 class InputNotFound(OneLineError, FileNotFoundError):
     """A file or directory that is not there."""
+
+
+def report_error(prog, message):
+    """``PROG: error: MESSAGE`` on stderr; returns the exit status of bad input."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return BAD_INPUT
+
+
+def exit_with_error(prog, message):
+    """Stop the program on bad input: its one line, exit status 2 (a SystemExit: no traceback)."""
+    raise SystemExit(report_error(prog, message))
+
+
+def print_one_line_errors(kind, value, traceback, _previous=sys.excepthook):
+    """``sys.excepthook``: a ``OneLineError`` reaching the top of a program is its one line and
+    exit status 2; any other exception as before."""
+    if isinstance(value, OneLineError):
+        exit_with_error(os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") else "python",
+                        value)
+    _previous(kind, value, traceback)

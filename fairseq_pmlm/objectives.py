@@ -20,6 +20,7 @@ class Objective:
     ae: bool  # the AE part
     par: bool  # the appended [P] blocks (PAR, or AR with one_token_blocks)
     one_token_blocks: bool = False  # AR: masked blocks are single tokens (no n-grams)
+    note: str = ""  # shown beside the name in --objective's help
 
     @property
     def loss_parts(self):
@@ -29,13 +30,15 @@ class Objective:
 
 # in the paper's Table 6 order; ae+par is PMLM, the task's default
 OBJECTIVES = (
-    Objective("ae", ae=True, par=False),
+    Objective("ae", ae=True, par=False, note="MLM"),
     Objective("ar", ae=False, par=True, one_token_blocks=True),
     Objective("par", ae=False, par=True),
     Objective("ae+ar", ae=True, par=True, one_token_blocks=True),
-    Objective("ae+par", ae=True, par=True),
+    Objective("ae+par", ae=True, par=True, note="PMLM"),
 )
 NAMES = tuple(o.name for o in OBJECTIVES)
+HELP = "pre-training objective (paper Table 6): " + ", ".join(
+    o.name + (f" ({o.note})" if o.note else "") for o in OBJECTIVES)
 
 
 def objective(name):

@@ -2,7 +2,8 @@
 """The paper's objective ablation (Table 6) on your data: every objective x seed is pre-trained
 with the same updates, batch, lr and schedule, fine-tuned with the same settings, decoded and
 scored; then one table, a JSON file and a plot. Run through ``scripts/ablate_objectives.sh``,
-which documents the flags (this file takes the same ones, plus ``--device-flags``).
+which documents the flags (this file takes the same ones, plus ``--device-flags``). Here the runs;
+the checks of what they are given and the report of their results: ``scripts/ablation/``.
 
 Layout of OUT (a run is one objective and one seed; ``none`` skips pre-training)::
 
@@ -16,9 +17,7 @@ Each stage writes its done.json / rouge.json last, so a stage without one is run
 next invocation: fairseq-train resumes its own checkpoint_last.pt, finetune.sh resumes its save dir.
 """
 import argparse
-import contextlib
 import glob
-import io
 import json
 import logging
 import os
@@ -31,26 +30,26 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
-import torch
+from ablation.inputs import (
+    OBJECTIVES,
+    Failure,
+    check_inputs,
+    check_settings,
+    claim_out,
+    objectives_of,
+    read_json,
+    seeds_of,
+    settings_of,
+    write_json,
+)
+from ablation.report import collect, plot, plot_curves, table  # scripts/ is on sys.path: the script's own folder
 
-from fairseq_pmlm.data.databin.writer import index_items
-from fairseq_pmlm.models.unilmv2 import dictionary_digest, dictionary_misfit
-from fairseq_pmlm.objectives import NAMES, objective
+from fairseq_pmlm.errors import report_error
 from fairseq_pmlm.scoring.rouge import rouge_per_example
-from fairseq_pmlm.scoring.score_files import paired_bootstrap
-from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
-from fairseq_pmlm.text.lines import count_lines, read_lines
-from fairseq_pmlm.weights.checkpoint import flags_of_checkpoint
+from fairseq_pmlm.text.lines import read_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROG = "ablate_objectives.sh"
-OBJECTIVES = ("none", *NAMES)  # the paper's Table 6 rows, plus no pre-training
-BOOTSTRAP_RESAMPLES = 1000
-
-
-class Failure(Exception):
-    """A one-line error: printed as ``ablate_objectives.sh: error: ...``, exit status 2."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -91,173 +90,7 @@ def parse(argv):
     return a
 
 
-# ----------------------------------------------------------------------------- checks
-def objectives_of(text):
-    names = [o.strip() for o in text.split(",") if o.strip()]
-    for o in names:
-        if o not in OBJECTIVES:
-            raise Failure(f"--objectives: unknown objective {o!r} (known: {', '.join(OBJECTIVES)})")
-    if len(set(names)) != len(names) or not names:
-        raise Failure(f"--objectives {text!r}: name each objective once")
-    return names
-
-
-def seeds_of(text):
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise Failure(f"--seeds {text!r}: a comma-separated list of integers, e.g. 1,2,3") from None
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise Failure(f"--seeds {text!r}: name each seed once")
-    return seeds
-
-
-def read_symbols(path):
-    with open(path, encoding="utf-8") as f:
-        return [line.rsplit(" ", 1)[0] for line in f]
-
-
-def check_inputs(a, objectives):
-    """Every input the runs read, before the first run starts: one line for the first problem."""
-    pre, pairs = a.pretrain_data, a.pairs
-    for f in ("dict.txt", "train.idx", "train.bin", "valid.idx"):
-        if any(o != "none" for o in objectives) and not os.path.isfile(os.path.join(pre, f)):
-            raise Failure(f"--pretrain-data {pre}: no {f} (a data-bin of scripts/prepare_data.sh)")
-    if not os.path.isfile(os.path.join(pre, "dict.txt")):
-        raise Failure(f"--pretrain-data {pre}: no dict.txt (a data-bin of scripts/prepare_data.sh)")
-    for f in ("dict.source.txt", "train.source-target.source.idx", "test.source-target.source.idx"):
-        if not os.path.isfile(os.path.join(pairs, f)):
-            raise Failure(f"--pairs {pairs}: no {f} (a data-bin of scripts/s2s/prepare.sh)")
-    if read_symbols(os.path.join(pre, "dict.txt")) != read_symbols(os.path.join(pairs, "dict.source.txt")):
-        raise Failure(f"--pretrain-data {pre}/dict.txt and --pairs {pairs}/dict.source.txt are different "
-                      f"dictionaries: prepare the pairs with scripts/s2s/prepare.sh --pretrain-data {pre}")
-    try:
-        if float(a.lr) <= 0:
-            raise ValueError
-    except ValueError:
-        raise Failure(f"--lr must be a positive number, not {a.lr!r}") from None
-    for flag, text in (("--ft-flags", a.ft_flags), ("--device-flags", a.device_flags)):
-        try:
-            shlex.split(text)
-        except ValueError as e:
-            raise Failure(f"{flag} {text!r}: {e}") from None
-    if not os.path.isfile(a.refs):
-        raise Failure(f"--refs {a.refs}: no such file")
-
-    tests = index_items(os.path.join(pairs, "test.source-target.source.idx"))
-    lines = count_lines(a.refs)  # as generate.sh and score.py count them
-    if lines != tests:
-        raise Failure(f"--refs {a.refs} has {lines} lines but {pairs} holds {tests} test pairs")
-    if a.init == "random":
-        if not a.arch:
-            raise Failure("--init random needs --arch (e.g. unilmv2_small)")
-        return
-    if a.arch:
-        raise Failure("--arch goes with --init random only (a checkpoint brings its own)")
-    if not os.path.isfile(a.init):
-        raise Failure(f"--init {a.init}: no such file (a checkpoint, or 'random')")
-    mismatch = dictionary_mismatch(a.init, os.path.join(pre, "dict.txt"))
-    if mismatch:
-        raise Failure(mismatch)
-
-
-def check_settings(a, objectives):
-    """The preset and the fairseq-train flags of every stage, by their own parsers, before --out is
-    claimed: a typo is one line now, not a failed first run that --out then remembers."""
-    presets = os.path.join(ROOT, "scripts", "s2s", "presets.sh")
-    proc = subprocess.run(["bash", "-c", 'die() { echo "$*" >&2; exit 2; }; source "$0"; preset "$1"', presets,
-                           a.preset], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise Failure(proc.stderr.strip())
-    model = ["--arch", a.arch] if a.init == "random" else flags_of_checkpoint(a.init)
-    stages = [("--ft-flags", a.ft_flags, [a.pairs, "--task", "pmlm_seq2seq", "--criterion", "pmlm_seq2seq"])]
-    if any(o != "none" for o in objectives):
-        stages.append(("the flags after --", shlex.join(a.extra),
-                       [a.pretrain_data, "--task", "pseudo_masked_lm", "--criterion", "pmlm"]))
-    for what, flags, argv in stages:
-        refusal = fairseq_train_refusal([*argv, "--user-dir", os.path.join(ROOT, "fairseq_pmlm"), *model,
-                                         *shlex.split(a.device_flags), *shlex.split(flags)])
-        if refusal:
-            raise Failure(f"{what} {flags!r}: fairseq-train refuses them: {refusal}")
-
-
-def fairseq_train_refusal(argv):
-    """fairseq-train's parser's complaint about ``argv`` (nothing is run), or None."""
-    from fairseq import options
-
-    err = io.StringIO()
-    logging.disable(logging.INFO)  # "--user-dir ... has already been imported"
-    try:
-        with contextlib.redirect_stderr(err):
-            _, rest = options.parse_args_and_arch(options.get_training_parser(), argv, parse_known=True)
-    except SystemExit:
-        return (err.getvalue().strip().splitlines() or ["?"])[-1].split(" error: ", 1)[-1]
-    finally:
-        logging.disable(logging.NOTSET)
-    return f"unrecognized arguments: {' '.join(rest)}" if rest else None
-
-
-def dictionary_mismatch(checkpoint, dict_file):
-    """The one line saying that ``checkpoint`` was trained with another dictionary, or None."""
-    try:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
-        weights = state["model"]
-    except Exception as e:  # noqa: BLE001  (any unreadable file: one line naming it)
-        return f"--init {checkpoint}: cannot read it ({type(e).__name__}: {(str(e).splitlines() or [''])[0]})"
-    logging.disable(logging.INFO)  # the task's note on the dictionary: the runs print it
-    dictionary = load_pmlm_dictionary(os.path.dirname(dict_file))
-    logging.disable(logging.NOTSET)
-    misfit = dictionary_misfit(weights, dictionary_digest(dictionary), len(dictionary))
-    if misfit:
-        return (f"--init {checkpoint} was trained with another dictionary than {dict_file} + [MASK] + [P] ({misfit}): "
-                "a checkpoint of another dictionary (binarize with its dict.txt)")
-    return None
-
-
-def settings_of(a, objectives, seeds):
-    """What makes two invocations the same experiment (objectives and seeds may grow)."""
-    return {"pretrain_data": os.path.abspath(a.pretrain_data), "pairs": os.path.abspath(a.pairs),
-            "refs": os.path.abspath(a.refs), "init": a.init if a.init == "random" else os.path.abspath(a.init),
-            "arch": a.arch, "updates": a.updates, "ft_updates": a.ft_updates, "preset": a.preset, "lr": a.lr,
-            "tokens_per_sample": a.tokens_per_sample, "batch_size": a.batch_size, "ft_flags": a.ft_flags,
-            "extra": a.extra}
-
-
-def claim_out(a, settings):
-    """OUT/settings.json: written on the first invocation, compared on the next ones."""
-    path = os.path.join(a.out, "settings.json")
-    if os.path.isfile(path):
-        with open(path) as f:
-            old = json.load(f)
-        changed = [k for k in settings if old.get(k) != settings[k]]
-        finished = glob.glob(os.path.join(glob.escape(a.out), "runs", "*", "*", "done.json"))
-        if changed and finished:
-            raise Failure(f"--out {a.out} holds runs made with other settings ({', '.join(changed)}): pass the "
-                          f"settings of {path} to resume them, or pick another --out")
-        if changed:
-            print(f"{PROG}: no stage under {a.out} had finished: its settings are replaced ({', '.join(changed)})")
-            write_json(path, settings)
-        return
-    if os.path.isdir(a.out) and os.listdir(a.out):
-        raise Failure(f"--out {a.out} exists and holds no ablation (no settings.json): pick another --out")
-    os.makedirs(a.out, exist_ok=True)
-    write_json(path, settings)
-
-
 # ----------------------------------------------------------------------------- running
-def write_json(path, obj):
-    """Written whole or not at all: a kill never leaves half a marker behind."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
-
-
-def read_json(path):
-    with open(path) as f:
-        return json.load(f)
-
-
 class Progress:
     """Progress lines, one at a time from the lanes: [mm:ss] and the run's name."""
 
@@ -415,131 +248,6 @@ def one_run(a, obj, seed, progress, env):
     progress.finished(f"{obj}/seed {seed}", ran)
 
 
-# ----------------------------------------------------------------------------- results
-def collect(a, objectives, seeds):
-    """results.json's content from the runs' files."""
-    per, cost = {}, {}
-    for obj in objectives:
-        for seed in seeds:
-            run_dir = os.path.join(a.out, "runs", f"{obj}-seed{seed}")
-            per[obj, seed] = read_json(os.path.join(run_dir, "generate", "rouge.json"))
-            if obj != "none":
-                cost[obj, seed] = read_json(os.path.join(run_dir, "pretrain", "done.json"))
-
-    def vs(obj, base):
-        if base not in objectives or obj == base:
-            return None
-        d, lo, hi = paired_bootstrap([per[obj, s]["rougeL"] for s in seeds], [per[base, s]["rougeL"] for s in seeds],
-                                     resamples=BOOTSTRAP_RESAMPLES)
-        return {"rougeL_diff": round(d, 3), "ci95": [round(lo, 3), round(hi, 3)]}
-
-    def mean_cost(obj, key):
-        return float(np.mean([cost[obj, s][key] for s in seeds])) if obj != "none" else 0.0
-
-    rows = []
-    for obj in objectives:
-        row = {"objective": obj, "seeds": seeds}
-        for t in ("rouge1", "rouge2", "rougeL"):
-            row[t] = [round(float(np.mean(per[obj, s][t])), 3) for s in seeds]
-        row["rougeL_mean"] = round(float(np.mean(row["rougeL"])), 3)
-        row["vs_ae"], row["vs_none"] = vs(obj, "ae"), vs(obj, "none")
-        row["seconds_per_update"] = round(mean_cost(obj, "seconds_per_update"), 4)
-        row["tokens_per_update"] = round(mean_cost(obj, "tokens_per_update"), 1)
-        row["pretrain_tokens"] = [cost[obj, s]["tokens"] for s in seeds] if obj != "none" else [0] * len(seeds)
-        row["valid"] = [cost[obj, s]["valid"] for s in seeds] if obj != "none" else []
-        rows.append(row)
-    ae_cost = mean_cost("ae", "seconds_per_update") if "ae" in objectives else 0
-    for row in rows:
-        row["cost_per_update_vs_ae"] = round(row["seconds_per_update"] / ae_cost, 3) if ae_cost else None
-    return {"settings": settings_of(a, objectives, seeds), "test_examples": len(per[objectives[0], seeds[0]]["rougeL"]),
-            "objectives": rows}
-
-
-def spread(values):
-    return f"{sum(values) / len(values):.2f} ({min(values):.2f}-{max(values):.2f})" if len(values) > 1 \
-        else f"{values[0]:.2f}"
-
-
-def interval(v):
-    if v is None:
-        return ""
-    d, (lo, hi) = v["rougeL_diff"], v["ci95"]
-    return f"{d:+.2f} ({lo:+.2f} to {hi:+.2f}){'' if lo <= 0 <= hi else ' *'}"
-
-
-def table(results):
-    rows = results["objectives"]
-    n, seeds = results["test_examples"], rows[0]["seeds"]
-    lines = [f"ROUGE F1 (%) on {n} test examples: mean over seeds {','.join(map(str, seeds))} (lowest-highest "
-             f"seed); differences pooled over the seeds with a 95% paired bootstrap interval over the examples "
-             f"(* : the interval excludes 0); cost: pre-training seconds per update relative to ae; tokens: "
-             f"input tokens per pre-training update (context + appended part).", "",
-             "| objective | ROUGE-1 | ROUGE-2 | ROUGE-L | ROUGE-L vs ae | ROUGE-L vs none | cost / update vs ae "
-             "| tokens / update |", "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        cost, tokens = ("no pre-training", "") if r["objective"] == "none" else (
-            f"{r['cost_per_update_vs_ae']:.2f}" if r["cost_per_update_vs_ae"] else f"{r['seconds_per_update']:.2f} s",
-            f"{r['tokens_per_update']:.0f}")
-        lines.append(f"| {r['objective']} | {spread(r['rouge1'])} | {spread(r['rouge2'])} | {spread(r['rougeL'])} | "
-                     f"{interval(r['vs_ae'])} | {interval(r['vs_none'])} | {cost} | {tokens} |")
-    return "\n".join(lines) + "\n"
-
-
-def plot(results, path):
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's import set the root logger to DEBUG
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = results["objectives"]
-    fig, ax = plt.subplots(figsize=(1.2 * len(rows) + 2, 3.6))
-    for x, r in enumerate(rows):
-        ax.scatter([x] * len(r["rougeL"]), r["rougeL"], color="tab:blue", s=18, zorder=3)
-        ax.hlines(r["rougeL_mean"], x - 0.25, x + 0.25, color="black")
-    ax.set_xticks(range(len(rows)), [r["objective"] for r in rows])
-    ax.set_ylabel("ROUGE-L F1 (%)")
-    ax.set_title(f"fine-tuned after each pre-training objective (dots: seeds; bar: mean; "
-                 f"{results['test_examples']} test examples)", fontsize=9)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path + ".tmp.png", dpi=110)
-    plt.close(fig)
-    os.replace(path + ".tmp.png", path)
-
-
-def plot_curves(a, objectives, seeds, path):
-    """Held-out loss of the pre-training runs (the AE part where the objective has one, else PAR)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    for k, obj in enumerate(o for o in objectives if o != "none"):
-        for seed in seeds:
-            log = os.path.join(a.out, "runs", f"{obj}-seed{seed}", "pretrain", "train.log")
-            points = []
-            with open(log, encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    if "| valid | {" in line:
-                        r = json.loads(line.split("| valid | ", 1)[1])
-                        key = f"valid_{objective(obj).loss_parts[0]}_loss"
-                        points.append((int(float(r["valid_num_updates"])), float(r[key])))
-            points.sort()
-            ax.plot(*zip(*points), color=f"C{k}", alpha=0.7, label=obj if seed == seeds[0] else None,
-                    marker=".") if points else None
-    ax.set_xlabel("pre-training update")
-    ax.set_ylabel("held-out loss (bits a masked token)")
-    ax.set_title("pre-training: AE loss (objectives with AE), else PAR loss", fontsize=9)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path + ".tmp.png", dpi=110)
-    plt.close(fig)
-    os.replace(path + ".tmp.png", path)
-
-
 # ----------------------------------------------------------------------------- main
 STOPPED_BY = []  # the signal that stopped the runs: the exit status is 128 + its number
 
@@ -561,11 +269,10 @@ def main(argv=None):
         a = parse(argv)
         objectives, seeds = objectives_of(a.objectives), seeds_of(a.seeds)
         check_inputs(a, objectives)
-        check_settings(a, objectives)
+        check_settings(a, objectives, ROOT)
         claim_out(a, settings_of(a, objectives, seeds))
     except Failure as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+        return report_error(PROG, e)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -589,8 +296,7 @@ def main(argv=None):
               "resumes", file=sys.stderr)
         return 128 + STOPPED_BY[0]
     if errors:
-        print(f"{PROG}: error: {errors[0]}", file=sys.stderr)
-        return 2
+        return report_error(PROG, errors[0])
     results = collect(a, objectives, seeds)
     write_json(os.path.join(a.out, "results.json"), results)
     text = table(results)

@@ -22,7 +22,7 @@ from fairseq.sequence_generator import SequenceGenerator
 import fairseq_pmlm  # noqa: F401  (registers the model)
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
 from fairseq_pmlm.modules.ngram_repeat_block import fix_repeat_ngram_blocker
-from fairseq_pmlm.tasks.pseudo_masked_lm import MASK_SYMBOL, PSEUDO_SYMBOL
+from fairseq_pmlm.symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 
 
 def dictionary(size):

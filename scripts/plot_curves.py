@@ -9,7 +9,6 @@ and validation) and writes a PNG of the curves.
 import argparse
 import json
 import os
-import sys
 
 METRICS = ("ae_loss", "par_loss", "ae_acc", "par_acc")
 
@@ -36,10 +35,10 @@ def main():
     p.add_argument("--out", required=True, help="PNG file to write")
     a = p.parse_args()
     if not os.path.isfile(a.log):
-        sys.exit(f"error: log not found: {a.log}")
+        p.error(f"log not found: {a.log}")  # exit status 2, as every command on bad input
     train, valid = read_log(a.log)
     if len(train) < 2:
-        sys.exit(f"error: {a.log} has fewer than 2 train_inner records (use --log-format json)")
+        p.error(f"{a.log} has fewer than 2 train_inner records (use --log-format json)")
     keys = [k for k in METRICS if k in train[0]]
 
     head = f"{'metric':<10} {'first':>9} {'last':>9}"
@@ -56,8 +55,10 @@ def main():
     try:
         import matplotlib
     except ImportError:
-        sys.exit("plot_curves.py: error: the plot needs matplotlib, which is not installed (requirements.txt marks "
-                 "it optional: scripts/setup_env.sh installs it, from a PMLM_WHEELS folder when it has its wheel)")
+        from fairseq_pmlm.errors import exit_with_error  # imported here: the package costs ~3 s
+        from fairseq_pmlm.optional_packages import missing
+
+        exit_with_error("plot_curves.py", missing("matplotlib", "the plot"))
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -130,8 +130,11 @@ def child(plan, rank, port):
         if not isinstance(e.code, int) and e.code is not None:
             print(e.code, file=sys.stderr)
     except BaseException:  # noqa: BLE001  (printed as the interpreter would: through sys.excepthook)
-        sys.excepthook(*sys.exc_info())
         code = 1
+        try:
+            sys.excepthook(*sys.exc_info())
+        except SystemExit as e:  # the plugin's hook: a one-line error exits 2
+            code = e.code
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -4,6 +4,8 @@ the cross-rank command-line check run in-process (each fails before anything is 
 that disagree on the world size run as two real processes, with their environment set by hand
 as torchrun would set it.
 """
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -40,13 +42,16 @@ def last_line(stderr):
 
 
 # One rank's rendezvous, as the launcher's main does it after its argument checks. The
-# launcher module imports only torch at the top, so these processes load it by path and skip
-# the ~4 s fairseq import: the ranks stop at the rendezvous, long before fairseq is needed.
+# launcher module imports only torch and errors.py at the top, so these processes load it
+# without the package's __init__ and skip the ~4 s fairseq import: the ranks stop at the
+# rendezvous, long before fairseq is needed.
 RENDEZVOUS = """
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("distributed_train", sys.argv[1])
-launcher = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(launcher)
+import importlib, os, sys, types
+package = os.path.dirname(os.path.dirname(sys.argv[1]))
+for name, path in (("fairseq_pmlm", package), ("fairseq_pmlm.runtime", os.path.join(package, "runtime"))):
+    sys.modules[name] = types.ModuleType(name)
+    sys.modules[name].__path__ = [path]
+launcher = importlib.import_module("fairseq_pmlm.runtime.distributed_train")
 launcher.form_process_group("gloo", launcher.launcher_env(), 300.0)
 """
 
@@ -66,11 +71,18 @@ def torchrun_env(monkeypatch):
         monkeypatch.setenv(k, v)
 
 
+def error_line(call, *args):
+    """The one stderr line of ``call(*args)``, which must stop with exit status 2."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
+        call(*args)
+    assert e.value.code == 2 and err.getvalue().count("\n") == 1, err.getvalue()
+    return err.getvalue().rstrip("\n")
+
+
 def exits_with(argv, *needles):
-    with pytest.raises(SystemExit) as e:
-        distributed_train.main([str(a) for a in argv])
-    message = str(e.value)
-    assert message.startswith("fairseq_pmlm.runtime.distributed_train: error: ") and "\n" not in message, message
+    message = error_line(distributed_train.main, [str(a) for a in argv])
+    assert message.startswith("fairseq_pmlm.runtime.distributed_train: error: "), message
     assert all(n in message for n in needles), message
     return message
 
@@ -104,10 +116,8 @@ def test_rank_whose_rendezvous_never_completes_fails_within_the_timeout(rank, re
     for k, v in rank_env(rank, 2, free_port()).items():
         monkeypatch.setenv(k, v)
     start = time.monotonic()
-    with pytest.raises(SystemExit) as e:
-        distributed_train.form_process_group("gloo", distributed_train.launcher_env(), 1.0)
+    message = error_line(distributed_train.form_process_group, "gloo", distributed_train.launcher_env(), 1.0)
     assert time.monotonic() - start < 30
-    message = str(e.value)
     assert message.startswith(f"fairseq_pmlm.runtime.distributed_train: error: rank {rank}: the 2-rank process group "
                               f"did not form at 127.0.0.1:"), message
     assert "within --pg-timeout 1 s" in message and reason in message, message
@@ -131,13 +141,12 @@ def test_ranks_with_different_command_lines_fail_naming_the_difference(rank, mon
         out[:] = argvs
 
     monkeypatch.setattr(distributed_train.dist, "all_gather_object", all_gather_object)
-    with pytest.raises(SystemExit) as e:
-        distributed_train.check_same_command_line(argvs[rank], rank)
-    assert str(e.value) == (f"fairseq_pmlm.runtime.distributed_train: error: rank {rank}: the ranks were started with "
-                            f"different command lines: rank 0 has '--lr 1e-3' where rank 1 has '--lr 5e-4'")
+    assert error_line(distributed_train.check_same_command_line, argvs[rank], rank) == (
+        f"fairseq_pmlm.runtime.distributed_train: error: rank {rank}: the ranks were started with different command "
+        f"lines: rank 0 has '--lr 1e-3' where rank 1 has '--lr 5e-4'")
     argvs[1] = ["data", "--lr", "1e-3"]  # a missing flag
-    with pytest.raises(SystemExit, match="rank 0 has '--user-dir u' where rank 1 has '--lr 1e-3'$"):
-        distributed_train.check_same_command_line(argvs[rank], rank)
+    assert error_line(distributed_train.check_same_command_line, argvs[rank], rank).endswith(
+        "rank 0 has '--user-dir u' where rank 1 has '--lr 1e-3'")
     argvs[1] = argvs[0]
     distributed_train.check_same_command_line(argvs[rank], rank)  # the same: no error
 

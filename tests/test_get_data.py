@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from fairseq_pmlm.public_data import cnndm_xsum
+from fairseq_pmlm.public_data import cnndm_xsum, cnndm_xsum_readers
 
 import summary_fixtures as F
 from cli import run_main
@@ -111,16 +111,16 @@ def test_empty_examples_are_dropped_from_train_and_valid_counted_and_kept_in_tes
 
 def test_parquet_and_arrow_files_are_read_a_batch_of_rows_at_a_time(tmp_path, monkeypatch):
     """The full CNN/DailyMail train split is ~1.3 GB: never read whole."""
-    monkeypatch.setattr(cnndm_xsum, "BATCH_ROWS", 2)
+    monkeypatch.setattr(cnndm_xsum_readers, "BATCH_ROWS", 2)
     data = {"train": F.articles()["train"]}
     for form in ("parquet", "save_to_disk"):
         root = F.write_hf(tmp_path / form, data, "cnndm", form)
         path = next(os.path.join(d, n) for d, _, names in os.walk(root) for n in names
                     if n.endswith((".parquet", ".arrow")))
         kind = "parquet" if form == "parquet" else "arrow"
-        sizes = [b.num_rows for b in cnndm_xsum.arrow_batches(path, kind, ("article", "highlights"))]
+        sizes = [b.num_rows for b in cnndm_xsum_readers.arrow_batches(path, kind, ("article", "highlights"))]
         assert sum(sizes) == 24 and max(sizes) <= 3, sizes  # row groups / record batches of 2-3 rows
-        assert [a for a, _ in cnndm_xsum.hf_rows(path, kind, ("article", "highlights"))][:2] == \
+        assert [a for a, _ in cnndm_xsum_readers.hf_rows(path, kind, ("article", "highlights"))][:2] == \
             [r["article"] for r in F.hf_records("cnndm", data["train"])][:2]
 
 

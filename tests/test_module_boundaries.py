@@ -42,16 +42,16 @@ def package_files(*subs):
                     yield os.path.relpath(path, PACKAGE)[:-3].replace(os.sep, "."), path
 
 
-def test_models_and_criteria_import_nothing_from_tasks_or_the_launcher():
-    for name, path in package_files("models", "criterions"):
+def test_models_criteria_and_weights_import_nothing_from_tasks_or_the_launcher():
+    """The converters read the dictionary from data/ (load_pmlm_dictionary), not from a task."""
+    for name, path in package_files("models", "criterions", "weights"):
         imported = plugin_imports(path)
         assert not {m for m in imported if m.startswith("tasks") or m == "runtime.distributed_train"}, name
 
 
 # the package's floors, low to high: a module imports only from its own floor or lower ones
 FLOORS = [{"symbols", "arch", "errors", "objectives", "optional_packages"}, {"runtime", "text"}, {"modules"},
-          {"data", "public_data"},
-          {"models", "criterions", "scoring", "sequence_generator"}, {"tasks"}, {"weights"},
+          {"data", "public_data"}, {"models", "criterions", "scoring", "sequence_generator"}, {"weights"}, {"tasks"},
           {"recipe_info"}]  # the recipes' facts read checkpoints, tokenisers and tasks
 
 
@@ -60,8 +60,8 @@ def floor(module):
 
 
 def test_no_module_imports_from_a_higher_floor():
-    """Data, tasks, models and the rest take tokenisers from text/ and process-wide changes from
-    runtime/, never from weights/ (conversion and export, the top floor) or each other upwards."""
+    """Data, models and the rest take tokenisers from text/ and process-wide changes from runtime/,
+    never from tasks/ (the top floor but the recipes' facts), weights/ or each other upwards."""
     upward = []
     for name, path in package_files():
         if name != "__init__":  # the package's __init__ imports what it registers
@@ -76,7 +76,7 @@ def test_the_launcher_runs_without_a_warning():
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "PYTHONWARNINGS")}
     proc = subprocess.run([sys.executable, "-m", "fairseq_pmlm.runtime.distributed_train", "data"],
                           capture_output=True, text=True, cwd=REPO, env=env)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [
         "fairseq_pmlm.runtime.distributed_train: error: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT "
         "not set: start it with torchrun (see scripts/train_distributed.sh) or set RANK, WORLD_SIZE, "

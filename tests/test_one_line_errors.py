@@ -1,5 +1,5 @@
 """Bad input that used to end in a traceback through fairseq now stops with one line naming the
-file or flag (fairseq_pmlm/errors.py; the exception hook of runtime/checkpoint_files.py prints it):
+file or flag and exit status 2 (fairseq_pmlm/errors.py, whose exception hook prints it):
 sharded data that is not one dictionary's or not whole, a fine-tuned checkpoint given to
 pre-training's --restore-file, --tokens-per-sample beyond the positions, a truncated
 sequence-to-sequence .bin, decoding with a checkpoint of another dictionary, and a fine-tuning
@@ -126,7 +126,7 @@ def runs(tmp_path_factory):
 
 def one_error_line(status, log):
     """The run failed, printed no traceback and exactly one error line: that line."""
-    assert status == [1] and "Traceback" not in log, log[-3000:]
+    assert status == [2] and "Traceback" not in log, log[-3000:]
     errors = [line for line in log.splitlines() if ": error: " in line]
     assert len(errors) == 1 and errors[0].startswith("fairseq-train: error: "), log[-3000:]
     return errors[0][len("fairseq-train: error: "):]
@@ -154,7 +154,7 @@ def test_a_shard_without_dict_txt_is_refused_at_start_not_trained_on(runs):
     on the wrong ids (or failed at its epoch with an IndexError naming no file)."""
     _, _, results = runs["train"].result()
     status, log = results["no_dict"]
-    assert status == [1] and '"num_updates"' not in log and "train_inner" not in log
+    assert status == [2] and '"num_updates"' not in log and "train_inner" not in log
 
 
 def test_tokens_per_sample_over_the_positions_is_one_line_naming_the_flag(runs):

@@ -200,7 +200,7 @@ def test_kills_inside_saves_and_at_random_instants_always_leave_loadable_checkpo
 
 def test_unreadable_checkpoint_last_stops_fairseq_train_with_one_line_naming_the_newest_intact_one(runs):
     save, proc = runs["kills"].result()[1]
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"fairseq-train: error: checkpoint {save}/checkpoint_last.pt is unreadable (truncated: "
         f"{len((runs['root'] / 'kills' / 'reference' / 'checkpoint_2_6.pt').read_bytes()) // 3:,} bytes without "
@@ -258,7 +258,7 @@ def test_sigterm_to_one_rank_stops_both_ranks_at_the_same_update_and_they_resume
 def test_following_the_unreadable_checkpoint_advice_resumes(runs):
     r = runs["signals"].result()
     d = runs["root"] / "signals" / "truncated"
-    assert r["truncated"]["status"] == [1]
+    assert r["truncated"]["status"] == [2]
     assert stderr_line(r["truncated"], "error:").endswith(
         f"the newest intact checkpoint there is {d}/checkpoint_2_6.pt (update 6): "
         f"`cp {d}/checkpoint_2_6.pt {d}/checkpoint_last.pt` and rerun the same command to resume from it")
@@ -274,7 +274,7 @@ def test_following_the_unreadable_checkpoint_advice_resumes(runs):
 def test_empty_or_garbage_checkpoint_last_stops_with_one_line(case, reason, runs):
     r = runs["signals"].result()[case]
     path = runs["root"] / "signals" / case / "checkpoint_last.pt"
-    assert r["status"] == [1]
+    assert r["status"] == [2]
     assert stderr_line(r, "error:") == (f"fairseq-train: error: checkpoint {path} is unreadable ({reason}); no intact "
                                         f"checkpoint beside it: delete it to train from the start")
     assert "Traceback" not in r["logs"][0] and "weights_only" not in r["logs"][0]
@@ -283,7 +283,7 @@ def test_empty_or_garbage_checkpoint_last_stops_with_one_line(case, reason, runs
 def test_missing_restore_file_stops_instead_of_training_from_random_weights(runs):
     r = runs["signals"].result()["no_restore_file"]
     missing = runs["root"] / "signals" / "nowhere" / "checkpoint_9.pt"
-    assert r["status"] == [1]
+    assert r["status"] == [2]
     assert stderr_line(r, "error:") == (f"fairseq-train: error: --restore-file {missing}: no such file; "
                                         f"fairseq would train from random weights")
     assert "train_inner" not in r["logs"][0] and r["files"] == {}
@@ -291,7 +291,7 @@ def test_missing_restore_file_stops_instead_of_training_from_random_weights(runs
 
 def test_unreadable_finetune_from_model_stops_with_one_line(runs):
     r = runs["signals"].result()["bad_finetune"]
-    assert r["status"] == [1]
+    assert r["status"] == [2]
     path = runs["root"] / "signals" / "pretrained.pt"
     assert stderr_line(r, "error:").startswith(f"fairseq-train: error: checkpoint {path} is unreadable (truncated: ")
 

@@ -52,8 +52,8 @@ def test_the_minilm_import_records_its_lm_head_untrained(converted):
 def test_converted_minilm_equals_transformers_bert_model_on_real_sentences(hf_dir, converted):
     from transformers import AutoTokenizer, BertModel
 
+    from fairseq_pmlm.data.pmlm_dictionary import load_pmlm_dictionary
     from fairseq_pmlm.models.unilmv2 import nlu_layout
-    from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
 
     out, info = converted
     assert info["arch"] == "unilmv2" and "--encoder-layers=6" in info["flags"] and not info["cased"]

@@ -198,8 +198,8 @@ def test_a_checkpoint_from_before_the_head_record_loads_with_its_head_counted_tr
 
 
 def test_dict_txt_rebuilds_the_converted_rows_and_the_checkpoint_digest(bert_dir, converted_bert, vocab_tokens):
+    from fairseq_pmlm.data.pmlm_dictionary import load_pmlm_dictionary
     from fairseq_pmlm.models.unilmv2 import dictionary_digest
-    from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
 
     out, _ = converted_bert
     d = load_pmlm_dictionary(str(out))

@@ -46,9 +46,8 @@ class UniLMv2Config(FairseqDataclass, TransformerShape):
     # the hub and the exporter rebuild the decoder from (the task's cfg comes from the command line)
     pseudo_token: ChoiceEnum(list(PSEUDO_TOKENS)) = field(
         default="p",
-        metadata={"help": "sequence-to-sequence fine-tuning and decoding: the token fed as the pseudo token that "
-                          "predicts each target token: p ([P], a row of its own) or mask ([MASK], as Microsoft's "
-                          "s2s-ft does; its s2s-ft export then decodes there exactly as here)"},
+        metadata={"help": "sequence-to-sequence: the token fed to predict each target token, p ([P]) or mask "
+                          "([MASK], as s2s-ft)"},
     )
 
 

@@ -121,7 +121,7 @@ def main(argv=None):
             p.error(str(e))
     else:
         sp = spm.SentencePieceProcessor(model_file=a.spm_model)
-    return one_line_exit(PROG, lambda: build(a, task, sp), GlueFormatError, a.destdir)
+    return one_line_exit(PROG, lambda: build(a, task, sp), out=a.destdir)
 
 
 def build(a, task, sp):

@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from ..errors import BadInput
+
 # the QQP and MNLI files hold some very long fields
 csv.field_size_limit(sys.maxsize)
 
@@ -41,7 +43,7 @@ TASKS = {t.name: t for t in [
 ]}
 
 
-class GlueFormatError(ValueError):
+class GlueFormatError(BadInput):
     pass
 
 

@@ -9,10 +9,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import List, Tuple
 
+from ..errors import BadInput
+
 logger = logging.getLogger(__name__)
 
 
-class SquadFormatError(ValueError):
+class SquadFormatError(BadInput):
     pass
 
 

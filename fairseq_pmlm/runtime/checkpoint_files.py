@@ -14,7 +14,7 @@ Reading. Every load of a checkpoint goes through ``checkpoint_utils.load_checkpo
 fails because the file cannot be read (empty, truncated, not a torch file) the error is one line
 naming the file and the newest intact checkpoint beside it (with the command that resumes from
 it for ``checkpoint_last.pt``), not torch's traceback; a command-line program prints just that
-line (an exception hook for ``CheckpointError`` and the other ``errors.OneLineError`` only).
+line (``errors.print_one_line_errors``).
 
 Starting training (``checkpoint_utils.load_checkpoint``): rank 0 checks the file to resume from
 before fairseq loads it and every rank stops on its verdict (fairseq loads on rank 0 only, so
@@ -37,7 +37,6 @@ import logging
 import os
 import re
 import shutil
-import sys
 
 import torch
 from fairseq import checkpoint_utils
@@ -297,16 +296,6 @@ def broadcast_object_slow(obj, src_rank, group, dist_device):
     return torch.load(io.BytesIO(data.cpu().numpy()), map_location="cpu", weights_only=False)
 
 
-def print_checkpoint_errors(kind, value, traceback, _previous=sys.excepthook):
-    """A ``CheckpointError`` (any ``errors.OneLineError``) reaching the top of a program is its one
-    line; others as before."""
-    if isinstance(value, OneLineError):
-        program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") else "python"
-        print(f"{program}: error: {value}", file=sys.stderr)
-    else:
-        _previous(kind, value, traceback)
-
-
 # fairseq's own functions, kept on its module: a second import of the plugin wraps them, not ours
 _fairseq = checkpoint_utils.__dict__.setdefault("_pmlm_originals", {
     name: getattr(checkpoint_utils, name) for name in ("torch_persistent_save", "load_checkpoint_to_cpu",
@@ -316,4 +305,3 @@ checkpoint_utils.PathManager = CheckpointPathManager
 checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
 checkpoint_utils.load_checkpoint = load_checkpoint
 distributed_utils._broadcast_object_slow = broadcast_object_slow
-sys.excepthook = print_checkpoint_errors

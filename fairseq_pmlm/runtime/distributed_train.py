@@ -15,7 +15,8 @@ its ``distributed_init`` finds the group already formed and uses it.
 
 The other half is ``process_group_guard.py``: the model calls it, so that a plain
 ``fairseq-train`` under torchrun that formed no group stops instead of training alone.
-This module imports only torch at the top (tests load it by path, without fairseq).
+This module imports only torch and the plain-Python ``errors.py`` at the top (tests load it
+without the package's ``__init__``, so without fairseq).
 """
 import datetime
 import logging
@@ -26,14 +27,11 @@ import warnings
 import torch
 import torch.distributed as dist
 
+from ..errors import exit_with_error
+
 PROG = "fairseq_pmlm.runtime.distributed_train"
 ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 logger = logging.getLogger(PROG)
-
-
-def fail(message):
-    """One line on stderr, exit status 1 (a SystemExit: no traceback to scroll through)."""
-    raise SystemExit(f"{PROG}: error: {message}")
 
 
 def given(argv, flag):
@@ -55,14 +53,14 @@ def launcher_env():
     the silent world-size-1 trap: refuse rather than train alone)."""
     missing = [v for v in ENV_VARS if v not in os.environ]
     if missing:
-        fail(f"{', '.join(missing)} not set: start it with torchrun (see scripts/train_distributed.sh) "
-             f"or set {', '.join(ENV_VARS)} for every rank")
+        exit_with_error(PROG, f"{', '.join(missing)} not set: start it with torchrun (see "
+                              f"scripts/train_distributed.sh) or set {', '.join(ENV_VARS)} for every rank")
     try:
         env = {v: os.environ[v] if v == "MASTER_ADDR" else int(os.environ[v]) for v in ENV_VARS}
     except ValueError:
-        fail(f"{', '.join(ENV_VARS[:3] + ENV_VARS[4:])} must be integers")
+        exit_with_error(PROG, f"{', '.join(ENV_VARS[:3] + ENV_VARS[4:])} must be integers")
     if not 0 <= env["RANK"] < env["WORLD_SIZE"]:
-        fail(f"RANK={env['RANK']} is not in [0, WORLD_SIZE={env['WORLD_SIZE']})")
+        exit_with_error(PROG, f"RANK={env['RANK']} is not in [0, WORLD_SIZE={env['WORLD_SIZE']})")
     return env
 
 
@@ -70,17 +68,17 @@ def check_command_line(argv, env, cpu):
     """Mistakes that would otherwise surface as a hang, a deadlock or a silently different run."""
     user_dir = flag_value(argv, "--user-dir")
     if user_dir is None:
-        fail("--user-dir is missing: every rank must load the plugin (--user-dir <path to fairseq_pmlm>), "
-             "and checkpoints record it")
+        exit_with_error(PROG, "--user-dir is missing: every rank must load the plugin (--user-dir <path to "
+                              "fairseq_pmlm>), and checkpoints record it")
     if not os.path.isdir(user_dir):
-        fail(f"--user-dir {user_dir}: no such directory on this node (rank {env['RANK']})")
+        exit_with_error(PROG, f"--user-dir {user_dir}: no such directory on this node (rank {env['RANK']})")
     asked = flag_value(argv, "--distributed-world-size")
     if asked is not None and asked != str(env["WORLD_SIZE"]):
-        fail(f"--distributed-world-size {asked} does not match WORLD_SIZE={env['WORLD_SIZE']} "
-             f"(the number of processes the launcher started); drop the flag or make them agree")
+        exit_with_error(PROG, f"--distributed-world-size {asked} does not match WORLD_SIZE={env['WORLD_SIZE']} "
+                              f"(the number of processes the launcher started); drop the flag or make them agree")
     if cpu and flag_value(argv, "--ddp-backend") in ("pytorch_ddp", "c10d"):
         # fairseq hands device_ids=[device_id] to torch's DDP, which rejects it for CPU modules
-        fail("--ddp-backend pytorch_ddp needs GPUs in fairseq; use --ddp-backend legacy_ddp on CPU")
+        exit_with_error(PROG, "--ddp-backend pytorch_ddp needs GPUs in fairseq; use --ddp-backend legacy_ddp on CPU")
 
 
 def form_process_group(backend, env, timeout_s):
@@ -106,13 +104,13 @@ def form_process_group(backend, env, timeout_s):
             store.wait([f"fairseq_pmlm/read/{r}" for r in peers], timeout)
         for r, size in theirs.items():
             if size != world_size:
-                fail(f"rank {rank}: WORLD_SIZE={world_size} here but rank {r} was started with "
-                     f"WORLD_SIZE={size}: start every rank with the same world size")
+                exit_with_error(PROG, f"rank {rank}: WORLD_SIZE={world_size} here but rank {r} was started with "
+                                      f"WORLD_SIZE={size}: start every rank with the same world size")
         dist.init_process_group(backend=backend, store=store, world_size=world_size, rank=rank, timeout=timeout)
     except Exception as e:  # DistStoreError, DistNetworkError, RuntimeError from gloo/nccl
         reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        fail(f"rank {rank}: the {world_size}-rank process group did not form at {where} "
-             f"within --pg-timeout {timeout_s:g} s ({reason})")
+        exit_with_error(PROG, f"rank {rank}: the {world_size}-rank process group did not form at {where} "
+                              f"within --pg-timeout {timeout_s:g} s ({reason})")
     logger.info(f"rank {dist.get_rank()} of world size {dist.get_world_size()}: process group formed "
                 f"({backend}, {where})")
 
@@ -128,8 +126,9 @@ def check_same_command_line(argv, rank):
             i = next(i for i, (a, b) in enumerate(zip(first + [None], other + [None])) if a != b)
             if i > 0 and not any(x[i].startswith("-") for x in (first, other) if i < len(x)):
                 i -= 1  # a differing value: show its flag too
-            fail(f"rank {rank}: the ranks were started with different command lines: rank 0 has "
-                 f"{' '.join(first[i:i + 2]) or '(end)'!r} where rank {r} has {' '.join(other[i:i + 2]) or '(end)'!r}")
+            exit_with_error(PROG, f"rank {rank}: the ranks were started with different command lines: rank 0 has "
+                                  f"{' '.join(first[i:i + 2]) or '(end)'!r} where rank {r} has "
+                                  f"{' '.join(other[i:i + 2]) or '(end)'!r}")
 
 
 def main(argv=None):
@@ -151,7 +150,7 @@ def main(argv=None):
         help="give up forming the process group (and, on gloo, any collective) after this long")
     args = options.parse_args_and_arch(parser, input_args=argv)
     if not args.pg_timeout > 0:
-        fail(f"--pg-timeout must be positive (got {args.pg_timeout:g})")
+        exit_with_error(PROG, f"--pg-timeout must be positive (got {args.pg_timeout:g})")
 
     cfg = convert_namespace_to_omegaconf(args)
     d = cfg.distributed_training

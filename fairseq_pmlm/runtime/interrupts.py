@@ -7,7 +7,7 @@ Ctrl-C interrupts; later ones are ignored while the command cleans up."""
 import signal
 import sys
 
-from ..errors import OneLineError
+from ..errors import OneLineError, report_error
 from . import output_dir
 
 
@@ -35,16 +35,14 @@ def one_line_exit(prog, run, errors=(), out=None):
     try:
         run()
     except errors as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
+        return report_error(prog, e)
     except KeyboardInterrupt:
         done = output_dir.written()
         print(f"{prog}: interrupted: " + (f"{done[-1]} was written whole before" if done else "nothing written"),
               file=sys.stderr)
         return 130
     except OSError as e:
-        print(f"{prog}: error: {output_dir.shown(e.filename) or out}: {e.strerror or e}", file=sys.stderr)
-        return 2
+        return report_error(prog, f"{output_dir.shown(e.filename) or out}: {e.strerror or e}")
     finally:
         output_dir.close_all()
         # the caller's handlers again (a test or a library calls this in its own process, and an

@@ -20,19 +20,14 @@ hypothesis as Microsoft's s2s-ft evaluation does (CNN/DailyMail: PTB re-tokenisa
     python scripts/score.py --preset cnndm --hyp hyp.txt --ref test.target [--style both] [--perl]
 """
 import argparse
-import sys
 
 import numpy as np
 
-from ..errors import BadInput
+from ..errors import BadInput, exit_with_error
 from ..text.lines import read_lines as lines_of
 from . import rouge155, summaries
 
-
-def fail(message):
-    """One line on stderr and exit status 2, as every recipe stops."""
-    print(f"score.py: error: {message}", file=sys.stderr)
-    sys.exit(2)
+PROG = "score.py"
 
 
 def read_lines(path):
@@ -41,9 +36,9 @@ def read_lines(path):
     try:
         return lines_of(path)
     except OSError as e:
-        fail(f"cannot read {path}: {e.strerror}")
+        exit_with_error(PROG, f"cannot read {path}: {e.strerror}")
     except BadInput as e:
-        fail(str(e))
+        exit_with_error(PROG, str(e))
 
 
 def read_examples(path):
@@ -93,16 +88,16 @@ def main(argv=None):
     # every file is read and checked before any is scored: errors come at once
     refs = read_examples(a.ref)
     if not refs:  # a mean over no example is no score (it printed 0.00)
-        fail(f"{a.ref} holds no example (an empty file): nothing to score")
+        exit_with_error(PROG, f"{a.ref} holds no example (an empty file): nothing to score")
     sources = read_lines(a.source) if a.examples else []
     if a.examples and len(sources) != len(refs):
-        fail(f"{a.source} has {len(sources)} lines but {a.ref} has {len(refs)}")
+        exit_with_error(PROG, f"{a.source} has {len(sources)} lines but {a.ref} has {len(refs)}")
     hyp_files = [read_examples(path) for path in a.hyp]
     for path, hyps in zip(a.hyp, hyp_files):
         if len(hyps) != len(refs):
-            fail(f"{path} has {len(hyps)} examples but {a.ref} has {len(refs)}")
+            exit_with_error(PROG, f"{path} has {len(hyps)} examples but {a.ref} has {len(refs)}")
     if a.perl and rouge155.perl_missing():
-        fail(f"--perl: {rouge155.perl_missing()}")
+        exit_with_error(PROG, f"--perl: {rouge155.perl_missing()}")
     tokenizer = a.tokenizer or ("rouge155" if a.preset else "rouge-score")
     headline = "rougeLsum" if a.preset else "rougeL"  # the number the papers' tables call ROUGE-L
     header = ["system"] + [t.replace("rouge", "ROUGE-") for t in summaries.ROUGE_TYPES] + (["BLEU-4"] if a.bleu else [])

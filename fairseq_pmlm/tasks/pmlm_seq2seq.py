@@ -31,12 +31,13 @@ from omegaconf import II, MISSING
 from ..data.blockwise_masking import MaskingConfig, corrupt
 from ..data.complete_batches import CompleteBatchesMixin
 from ..data.databin_checks import check_complete
+from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..errors import BadInput, InputNotFound
 from ..sequence_generator import LENPEN_FORMULAS, PMLMSequenceGenerator
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL, random_token_candidates
 from ..text.input_text import ValidUnicodeBPE, tolerant_stdin
 from .autocast import AutocastConfig, BF16AutocastMixin
-from .pseudo_masked_lm import PMLMDictionaryMixin, load_pmlm_dictionary
+from .pseudo_masked_lm import PMLMDictionaryMixin
 
 logger = logging.getLogger(__name__)
 # s2s-ft's word drop replaces a chosen target input as pre-training corrupts a masked token

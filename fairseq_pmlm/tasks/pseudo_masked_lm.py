@@ -4,7 +4,7 @@ import os
 from dataclasses import dataclass, field
 
 from fairseq import utils
-from fairseq.data import Dictionary, data_utils
+from fairseq.data import data_utils
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
@@ -13,6 +13,7 @@ from .. import objectives
 from ..data.blockwise_masking import MaskingConfig
 from ..data.databin_checks import check_complete, check_shards
 from ..data.pmlm_dataset import PseudoMaskedLMDataset
+from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..errors import BadInput, InputNotFound
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 from .autocast import AutocastConfig, BF16AutocastMixin
@@ -21,21 +22,6 @@ logger = logging.getLogger(__name__)
 
 # --head-warmup-updates on an untrained LM head: docs/RESULTS.md measured 50 for AE and AE+PAR
 NEW_HEAD_WARMUP_UPDATES = 50
-
-
-def load_pmlm_dictionary(data, names=("dict.txt",)):
-    """The first data directory's dictionary (first of ``names`` found), plus [MASK] and [P]."""
-    paths = utils.split_paths(data)
-    if not paths or not os.path.isdir(paths[0]):
-        raise InputNotFound(f"data directory not found: {data!r} (run scripts/prepare_data.sh)")
-    found = [os.path.join(paths[0], n) for n in names if os.path.isfile(os.path.join(paths[0], n))]
-    if not found:
-        raise InputNotFound(f"dictionary not found: {os.path.join(paths[0], names[0])}")
-    dictionary = Dictionary.load(found[0])
-    dictionary.add_symbol(MASK_SYMBOL)
-    dictionary.add_symbol(PSEUDO_SYMBOL)
-    logger.info(f"dictionary: {len(dictionary)} types (with {MASK_SYMBOL} and {PSEUDO_SYMBOL})")
-    return dictionary
 
 
 class PMLMDictionaryMixin:
@@ -62,8 +48,7 @@ class PseudoMaskedLMConfig(AutocastConfig):
     )
     objective: ChoiceEnum(list(objectives.NAMES)) = field(
         default="ae+par",
-        metadata={"help": "pre-training objective (paper Table 6 ablations): ae+par (PMLM), "
-                          "ae, par, ar (blocks of length 1), ae+ar"},
+        metadata={"help": objectives.HELP},
     )
     mask_prob: float = field(
         default=0.15, metadata={"help": "fraction of the context's non-special tokens to mask (docs/DESIGN.md §3)"}
@@ -81,12 +66,8 @@ class PseudoMaskedLMConfig(AutocastConfig):
     )
     head_warmup_updates: int = field(
         default=-1,
-        metadata={"help": "for the first N updates train only the LM head's own weights (dense, LayerNorm, "
-                          "bias; the output projection is the tied embedding and stays): a fresh head, as on "
-                          "released weights without one, then sends its first, random gradients nowhere else. "
-                          f"-1 (default): {NEW_HEAD_WARMUP_UPDATES} when the start checkpoint's head is untrained "
-                          "(an import of weights that had none), else 0; 0: none. The warm-up updates are "
-                          "updates of the run: --max-update counts them"},
+        metadata={"help": f"train only the LM head for the first N updates; -1: {NEW_HEAD_WARMUP_UPDATES} if the "
+                          "start's head is untrained, else 0"},
     )
     max_update: int = II("optimization.max_update")
     seed: int = II("common.seed")

@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import MISSING
 
+from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..data.squad_dataset import SquadDataset
 from ..data.squad_features import encode_example, make_features
 from ..public_data.squad_json import read_squad_json
 from ..symbols import SPAN_HEAD
 from ..text.tokenizer_files import piece_encoder
 from .autocast import AutocastConfig, BF16AutocastMixin
-from .pseudo_masked_lm import PMLMDictionaryMixin, load_pmlm_dictionary
+from .pseudo_masked_lm import PMLMDictionaryMixin
 
 logger = logging.getLogger(__name__)
 

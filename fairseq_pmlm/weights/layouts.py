@@ -15,9 +15,10 @@ line and name the offending keys.
 import torch
 
 from ..arch import TransformerShape
+from ..errors import BadInput
 
 
-class ConversionError(ValueError):
+class ConversionError(BadInput):
     """A checkpoint, config or vocabulary that cannot be converted (message: one line)."""
 
 

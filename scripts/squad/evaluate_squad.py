@@ -5,8 +5,8 @@
 """
 import argparse
 import json
-import sys
 
+from fairseq_pmlm.errors import exit_with_error
 from fairseq_pmlm.public_data.squad_json import SquadFormatError, read_squad_json
 from fairseq_pmlm.scoring.squad_eval import evaluate
 
@@ -20,7 +20,7 @@ def main():
     try:
         examples, _ = read_squad_json(a.data_file, training=False, version_2=True)
     except SquadFormatError as e:
-        sys.exit(f"evaluate_squad.py: error: {e}")
+        exit_with_error("evaluate_squad.py", e)
     with open(a.pred_file) as f:
         preds = json.load(f)
     odds = None

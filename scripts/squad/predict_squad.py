@@ -10,7 +10,6 @@ gold answers, prints the official EM/F1 (and for 2.0 the best no-answer threshol
 import argparse
 import json
 import logging
-import sys
 
 import torch
 from fairseq import checkpoint_utils
@@ -19,6 +18,7 @@ import fairseq_pmlm  # noqa: F401  (registers the task and the model)
 from fairseq_pmlm.criterions.squad import span_logits
 from fairseq_pmlm.data.squad_dataset import SquadDataset
 from fairseq_pmlm.data.squad_decode import best_answer
+from fairseq_pmlm.errors import exit_with_error
 from fairseq_pmlm.public_data.squad_json import SquadFormatError
 from fairseq_pmlm.scoring.squad_eval import evaluate
 
@@ -75,7 +75,7 @@ def main():
         examples, preds, odds, v2 = predict(a.checkpoint, a.json, a.data, a.batch_size, a.n_best, a.max_answer_len,
                                             a.null_threshold, a.cpu)
     except (SquadFormatError, FileNotFoundError) as e:
-        sys.exit(f"predict_squad.py: error: {e}")
+        exit_with_error("predict_squad.py", e)
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump(preds, f, ensure_ascii=False)
     if odds is not None and a.null_odds:

@@ -32,7 +32,8 @@ The stages, each a module (the tokenisers and the id -> dictionary-row table are
 - ``corpus`` and ``pairs``: the two recipes (``prepare_data.sh``, ``s2s/prepare.sh``);
 - ``cli``: the command line.
 """
+from ...errors import OneLineError
 
 
-class PrepareError(Exception):
+class PrepareError(OneLineError):
     """A bad input or environment; its message is the one line the user sees."""

@@ -7,7 +7,6 @@ import os
 import time
 
 from ...runtime.interrupts import one_line_exit
-from . import PrepareError
 from .corpus import prepare_corpus
 from .pairs import prepare_pairs
 from .prepare import _START
@@ -40,5 +39,4 @@ def main(argv=None):
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
     # the temporary directory is removed on SIGTERM as on Ctrl-C
-    return one_line_exit(a.prog, lambda: (prepare_corpus if a.mode == "corpus" else prepare_pairs)(a),
-                         PrepareError, a.out)
+    return one_line_exit(a.prog, lambda: (prepare_corpus if a.mode == "corpus" else prepare_pairs)(a), out=a.out)
