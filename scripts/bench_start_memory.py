@@ -76,7 +76,9 @@ def main():
         print(f"| task ({a.lines / 1e6:g}M lines, 2 updates, CPU) | seconds | peak RSS |")
         print("|---|---:|---:|")
         for name, flags in TASKS.items():
-            seconds, rss = run([train, directory, *flags, *COMMON])
+            # fairseq-train makes its --save-dir even with --no-save: in the data-bin's folder, not the repo
+            save_dir = os.path.join(directory, "checkpoints")
+            seconds, rss = run([train, directory, *flags, *COMMON, "--save-dir", save_dir])
             print(f"| {name} | {seconds:.1f} | {rss / 2**30:.2f} GB |", flush=True)
     finally:
         if not a.keep:
