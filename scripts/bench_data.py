@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-import numpy as np
+from lib.synthetic_databin import write_synthetic_databin  # scripts/lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENGINE = os.path.join(REPO, "scripts", "text_to_databin.py")
@@ -63,25 +63,10 @@ def run_engine(workdir, name, train, valid, tokenizer, workers, extra=()):
 
 def synthetic_databin(prefix, lines, seed=0):
     """A data-bin of ``lines`` items shaped like sentence-per-line text (sizes 5..60, a blank
-    line of size 1 after every ~20), written straight in fairseq's mmap format; the .bin is a
-    sparse file of the right length (the index reads sizes only)."""
-    from fairseq_pmlm.data.databin.writer import write_index
-
-    if os.path.isfile(prefix + ".idx"):
-        return prefix
-    rng = np.random.default_rng(seed)
-    total = 0
-    with open(prefix + ".sizes", "wb") as f:
-        for start in range(0, lines, 10_000_000):
-            n = min(10_000_000, lines - start)
-            sizes = rng.integers(5, 61, size=n).astype(np.int32)
-            sizes[rng.random(n) < 0.05] = 1
-            total += int(sizes.sum())
-            f.write(sizes.tobytes())
-    write_index(prefix + ".idx", [prefix + ".sizes"], np.uint16)
-    os.remove(prefix + ".sizes")
-    with open(prefix + ".bin", "wb") as f:
-        f.truncate(total * 2)
+    line of size 1 after every ~20); the .bin is a sparse file of the right length (the index
+    reads sizes only)."""
+    if not os.path.isfile(prefix + ".idx"):
+        write_synthetic_databin(prefix, lines, 5, 61, 0.05, seed=seed)
     return prefix
 
 

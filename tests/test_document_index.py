@@ -1,5 +1,7 @@
 """The vectorised example index of pseudo_masked_lm equals the reference Python packing
 (tests/pack_reference.py) chunk for chunk, and stays small per line."""
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -71,10 +73,34 @@ def real_sizes(tmp_path_factory):
     return sizes
 
 
+ARRAYS = ("first_line", "first_offset", "last_line", "end_offset", "lengths")
+
+
 def test_the_index_holds_no_per_line_array():
     sizes = np.full(200_000, 21)
     sizes[::20] = 1  # documents of 19 sentences
     index = build_document_index(sizes, 509)
-    per_line = sum(getattr(index, f).nbytes for f in ("first_line", "first_offset", "last_line", "end_offset",
-                                                       "lengths")) / len(sizes)
-    assert per_line < 4, per_line  # 40 bytes a chunk, ~20 lines a chunk
+    per_line = sum(getattr(index, f).nbytes for f in ARRAYS) / len(sizes)
+    assert per_line < 2, per_line  # 20 bytes a chunk, ~20 lines a chunk
+
+
+def test_the_index_holds_20_bytes_a_chunk():
+    index = build_document_index(np.array([5, 1, 30, 40, 1, 3]), 8)
+    assert sum(getattr(index, f).itemsize for f in ARRAYS) == 20
+
+
+def test_building_peaks_at_twice_the_index_plus_one_block_of_temporaries():
+    """Peak memory while building is bounded per line: the blocks' results and their join (twice
+    the index) plus one block's temporaries, whatever the corpus size."""
+    rng = np.random.default_rng(0)
+    lines, block_lines = 1_000_000, 200_000
+    sizes = rng.integers(3, 47, size=lines).astype(np.int32)  # ~22 tokens a line, a blank line in ~10
+    sizes[rng.random(lines) < 0.1] = 1
+    tracemalloc.start()
+    try:
+        index = build_document_index(sizes, 125, block_lines)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held <= 21 * len(index) + 10_000, held / len(index)
+    assert peak <= 2 * held + 45 * block_lines, (peak - 2 * held) / block_lines

@@ -15,6 +15,10 @@ class CompleteBatchesMixin:
         batches = super().batch_by_size(indices, *args, **kwargs)
         if getattr(self, "get_batch_shapes", lambda: None)() is not None:
             return batches  # fixed shapes (TPU): fairseq's choice stands
-        batched = np.concatenate(batches) if len(batches) else np.zeros(0, dtype=np.int64)
-        missing = np.asarray(indices)[~np.isin(indices, batched)]
+        indices = np.asarray(indices)
+        # a flag per example, not np.isin (which sorts copies of both arrays: ~50 bytes an example)
+        batched = np.zeros(len(self), dtype=bool)
+        if len(batches):
+            batched[np.concatenate(batches)] = True
+        missing = indices[~batched[indices]]
         return list(batches) + [missing] if len(missing) else batches

@@ -10,9 +10,11 @@ each) are dropped. Worked example, ``max_tokens`` 8, line sizes without EOS (0 =
 
 The greedy loop runs in fairseq's compiled ``TokenBlockDataset`` helper (``complete_doc``
 mode, whose document separator is a size-0 item); everything else is numpy. A chunk is kept
-as four integers (first line, offset in it, last line, end offset in it): memory per data-bin
-line is what the blocks of ``BLOCK_LINES`` lines need while building and nothing after it but
-the chunks (~40 bytes a chunk), so a 20M-line shard is indexed in about a second.
+as four integers (first line, offset in it, last line, end offset in it) and its length, each
+int32 (line numbers int64 past 2**31 lines; fairseq's index holds a line's size as int32, so
+offsets and lengths fit): memory per data-bin line is what the blocks of ``BLOCK_LINES`` lines
+need while building and nothing after it but the chunks (20 bytes a chunk), so a 20M-line shard
+is indexed in about a second.
 """
 from typing import NamedTuple
 
@@ -21,11 +23,11 @@ from fairseq.data.token_block_utils_fast import _get_slice_indices_fast
 
 
 class DocumentIndex(NamedTuple):
-    first_line: np.ndarray  # [C] int64
-    first_offset: np.ndarray  # token offset (EOS excluded) in first_line
+    first_line: np.ndarray  # [C] int32 (int64 past 2**31 lines)
+    first_offset: np.ndarray  # [C] int32, token offset (EOS excluded) in first_line
     last_line: np.ndarray
     end_offset: np.ndarray  # exclusive, in last_line
-    lengths: np.ndarray  # tokens of each chunk
+    lengths: np.ndarray  # [C] int32, tokens of each chunk
     documents: int
     short_documents: int  # fewer than 2 tokens: skipped
     long_sentences: int  # longer than max_tokens: cut into pieces
@@ -54,6 +56,7 @@ def build_document_index(sizes, max_tokens, block_lines=BLOCK_LINES):
     give the same chunks as one pass; a block only grows past ``block_lines`` inside a document
     that long)."""
     sizes = np.asarray(sizes)
+    line_dtype = np.int32 if len(sizes) <= np.iinfo(np.int32).max else np.int64
     blocks, start = [], 0
     while start < len(sizes):
         end = min(start + block_lines, len(sizes))
@@ -63,16 +66,16 @@ def build_document_index(sizes, max_tokens, block_lines=BLOCK_LINES):
                 end += int(blank[0]) + 1
                 break
             end = min(end + block_lines, len(sizes))
-        blocks.append(_index_block(sizes[start:end], max_tokens, start))
+        blocks.append(_index_block(sizes[start:end], max_tokens, start, line_dtype))
         start = end
     if not blocks:
-        blocks.append(_index_block(sizes[:0], max_tokens, 0))
+        blocks.append(_index_block(sizes[:0], max_tokens, 0, line_dtype))
     arrays = [np.concatenate([b[i] for b in blocks]) for i in range(5)]
     counts = [sum(b[i] for b in blocks) for i in range(5, 8)]
     return DocumentIndex(*arrays, *counts)
 
 
-def _index_block(sizes, max_tokens, line_offset):
+def _index_block(sizes, max_tokens, line_offset, line_dtype):
     n = sizes.astype(np.int64)
     n -= 1
     np.maximum(n, 0, out=n)  # tokens per line without EOS; 0 = a document boundary
@@ -109,5 +112,7 @@ def _index_block(sizes, max_tokens, line_offset):
     def start_of(lines):
         return np.where(lines > 0, ends[np.maximum(lines - 1, 0)], 0)
 
-    return (first_line + line_offset, slices[:, 0] - start_of(first_line), last_line + line_offset,
-            slices[:, 1] - start_of(last_line), slices[:, 1] - slices[:, 0], documents, short, long_sentences)
+    # compact before the blocks are joined: what is held is 20 bytes a chunk, not 40
+    return ((first_line + line_offset).astype(line_dtype), (slices[:, 0] - start_of(first_line)).astype(np.int32),
+            (last_line + line_offset).astype(line_dtype), (slices[:, 1] - start_of(last_line)).astype(np.int32),
+            (slices[:, 1] - slices[:, 0]).astype(np.int32), documents, short, long_sentences)

@@ -13,6 +13,7 @@ from ..symbols import random_token_candidates
 from .blockwise_masking import MaskingConfig, build_example
 from .complete_batches import CompleteBatchesMixin
 from .document_index import build_document_index
+from .freed_memory import release_freed_memory
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +30,7 @@ class PseudoMaskedLMDataset(CompleteBatchesMixin, FairseqDataset):
         self.epoch = 1
         self.max_tokens = tokens_per_sample - 3
         self.index = build_document_index(lines.sizes, self.max_tokens)
+        release_freed_memory()  # the building's temporaries
         logger.info(
             f"{split}: {len(self)} examples from {self.index.documents} documents; skipped "
             f"{self.index.short_documents} documents of fewer than 2 tokens; split "
@@ -36,11 +38,12 @@ class PseudoMaskedLMDataset(CompleteBatchesMixin, FairseqDataset):
         )
         if len(self) == 0:
             raise ValueError(f"{split}: no usable document (each needs at least 2 tokens)")
-        body = self.index.lengths
-        self._sizes = body + 3  # context length: [SOS] S1 [EOS] S2 [EOS]
-        # batching estimate of the appended part (two tokens per masked token), rounded up
+        self._sizes = self.index.lengths + 3  # context length: [SOS] S1 [EOS] S2 [EOS] (int32)
+        # num_tokens by chunk length, a table (lengths are at most max_tokens), not an array per chunk:
+        # the context plus the batching estimate of the appended part (two tokens per masked token), rounded up
+        body = np.arange(self.max_tokens + 1)
         appended = (2 * np.ceil(masking.mask_prob * body) + 6).astype(np.int64) * objective.par
-        self._num_tokens = self._sizes + appended
+        self._num_tokens_by_length = body + 3 + appended
         self.random_candidates = random_token_candidates(dictionary)
 
     @property
@@ -117,10 +120,10 @@ class PseudoMaskedLMDataset(CompleteBatchesMixin, FairseqDataset):
         }
 
     def num_tokens(self, index):
-        return int(self._num_tokens[index])
+        return int(self._num_tokens_by_length[self.index.lengths[index]])
 
     def num_tokens_vec(self, indices):
-        return self._num_tokens[indices]
+        return self._num_tokens_by_length[self.index.lengths[indices]]
 
     def size(self, index):
         return int(self._sizes[index])
@@ -133,7 +136,16 @@ class PseudoMaskedLMDataset(CompleteBatchesMixin, FairseqDataset):
         # shuffled, then stably sorted by length (as fairseq's masked_lm) for tight batches
         with data_utils.numpy_seed(self.seed):
             shuffle = np.random.permutation(len(self))
-        return shuffle[np.argsort(self._num_tokens[shuffle], kind="mergesort")]
+        # the sort key in the smallest integer type that holds it: less memory, and numpy's stable
+        # sort of 16-bit keys is a radix sort; a stable sort's order is the same whatever the type
+        table = self._num_tokens_by_length
+        key = table.astype(np.min_scalar_type(int(table.max())))[self.index.lengths[shuffle]]
+        return shuffle[np.argsort(key, kind="stable")]
+
+    def batch_by_size(self, indices, *args, **kwargs):
+        batches = super().batch_by_size(indices, *args, **kwargs)
+        release_freed_memory()  # the temporaries of ordering, filtering and batching
+        return batches
 
     @property
     def supports_prefetch(self):
