@@ -199,11 +199,24 @@ class UniLMv2Transformer(nn.Module):
     def position_bound(self, q_pos, k_pos):
         return self.shape.max_positions if q_pos.is_cuda else int(torch.maximum(q_pos.max(), k_pos.max())) + 1
 
+    def distance_buckets(self, P, device):
+        """The bucket of each distance 1-P .. P-1. Computed once per device for the model's position
+        limit M and sliced (its centre), so a forward, or each decoding step, does not redo the
+        log/clamp/where over the distances. A plain attribute: no state-dict entry."""
+        M = self.shape.max_positions
+        cache = getattr(self, "_buckets", None)
+        if P > M or cache is None or cache.device != device:
+            bucket = relative_position_bucket(torch.arange(1 - max(P, M), max(P, M), device=device),
+                                              self.shape.rel_pos_buckets, self.shape.max_rel_distance)
+            if P > M:
+                return bucket
+            self._buckets = cache = bucket
+        return cache[M - P : M + P - 1]
+
     def distance_table(self, P, device):
         """[H, 2P-1]: the bias of key position minus query position = 1-P .. P-1, per head,
         read from the bucketed weights (bucket and clamp run on 2P-1 distances only)."""
-        distance = torch.arange(1 - P, P, device=device)
-        bucket = relative_position_bucket(distance, self.shape.rel_pos_buckets, self.shape.max_rel_distance)
+        bucket = self.distance_buckets(P, device)
         # at least fp32 (float64 stays): the table's gradient sums many distances and windows
         weight = self.rel_pos_bias.weight
         table = weight.to(torch.promote_types(weight.dtype, torch.float32))[:, bucket]
