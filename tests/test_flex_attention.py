@@ -147,3 +147,33 @@ def test_flex_is_not_taken_where_it_cannot_run(dictionary):
     auto = tiny_transformer(len(dictionary), 32, "auto")
     with torch.no_grad():
         assert not auto.uses_flex(x, None)  # "auto": CUDA only
+
+
+class _BackwardFails(torch.autograd.Function):
+    """Flex's forward as the identity on q, with a backward that fails as an uncompilable kernel would."""
+
+    @staticmethod
+    def forward(ctx, q):
+        return q.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("No valid triton configs: out of resource (backward)")
+
+
+def test_a_backward_that_fails_to_compile_falls_back_at_the_forward_with_one_log_line(dictionary, monkeypatch,
+                                                                                     caplog):
+    model = tiny_transformer(len(dictionary), 32, "flex")
+    (batch, *_) = random_batches(dictionary, 6, n_batches=1)
+    ni = batch["net_input"]
+    plan = model.flex_plan(description(ni), torch.float32)
+    monkeypatch.setitem(flex_attention._state, "compiled", lambda q, k, v, **kwargs: _BackwardFails.apply(q))
+    monkeypatch.setitem(flex_attention._state, "failure", None)
+    monkeypatch.setitem(flex_attention._state, "backward_checked", False)
+    B, T = ni["kinds"].shape
+    q, k, v = (torch.randn(B, 4, T, 8, requires_grad=True) for _ in range(3))
+    with caplog.at_level(logging.WARNING, logger=flex_attention.__name__):
+        assert plan.attend(q, k, v) is None  # caught here, not at the training step's backward
+        assert plan.attend(q, k, v) is None
+    assert len([r for r in caplog.records if r.name == flex_attention.__name__]) == 1
+    assert q.grad is None and model.rel_pos_bias.weight.grad is None  # the check touched no gradient

@@ -35,7 +35,7 @@ CUDA_KERNEL_OPTIONS = {
     "bwd_BLOCK_M1": 32, "bwd_BLOCK_N1": 64, "bwd_BLOCK_M2": 64, "bwd_BLOCK_N2": 32, "bwd_num_stages": 1,
 }
 
-_state = {"compiled": None, "failure": None}
+_state = {"compiled": None, "failure": None, "backward_checked": False}
 
 
 def available():
@@ -118,6 +118,8 @@ class FlexPlan:
         try:
             y = _compiled()(q, k, v, score_mod=self.score_mod, block_mask=self.block_mask,
                             kernel_options=self.kernel_options)
+            if y.requires_grad and not _state["backward_checked"]:
+                self._check_backward(q, k, v)
         except torch.OutOfMemoryError:
             raise  # the SDPA path needs more memory, not less
         except Exception as e:  # noqa: BLE001 - any compile/launch failure: fall back, never stop the run
@@ -126,3 +128,13 @@ class FlexPlan:
                            type(e).__name__, str(e).splitlines()[0] if str(e) else "")
             return None
         return y[:, :, : self.length] if pad else y
+
+    def _check_backward(self, q, k, v):
+        """The backward kernel compiles at the first backward, outside any try here: compile it
+        now, on copies of this call's inputs, so that its failure too falls back instead of
+        stopping the run. ``autograd.grad`` of the copies only: no parameter's .grad is touched."""
+        probe = [t.detach().requires_grad_() for t in (q, k, v)]
+        y = _compiled()(*probe, score_mod=self.score_mod, block_mask=self.block_mask,
+                        kernel_options=self.kernel_options)
+        torch.autograd.grad(y.sum(), probe)
+        _state["backward_checked"] = True
