@@ -66,6 +66,22 @@ def test_compiled_flex_forward_gives_the_sdpa_paths_hidden_states_on_padded_batc
         assert (got[real] - want[real]).abs().max() < 1e-5
 
 
+def test_flex_in_fp16_is_as_close_to_the_fp32_result_as_sdpa_in_fp16(dictionary):
+    """The table stays fp32 inside the kernel (SDPA's bias is cast to fp16): no further from fp32."""
+    sdpa = tiny_transformer(len(dictionary), 32, "sdpa", seed=3)
+    flex = tiny_transformer(len(dictionary), 32, "flex", seed=3)
+    flex_attention._state["failure"] = None
+    (batch, *_) = random_batches(dictionary, 7, n_batches=1)
+    ni = batch["net_input"]
+    real = ni["kinds"] != PAD
+    want = hidden(sdpa, ni)
+    got_sdpa, got_flex = hidden(sdpa.half(), ni).float(), hidden(flex.half(), ni).float()
+    assert flex_attention.available(), compile_errors()
+    sdpa_error = (got_sdpa[real] - want[real]).abs().max()
+    assert 0 < sdpa_error < 0.02
+    assert (got_flex[real] - want[real]).abs().max() <= 1.5 * sdpa_error
+
+
 def test_the_flex_plans_bias_and_mask_are_the_sdpa_plans_and_its_table_gradient_equal(dictionary):
     """float64: the dense evaluation of score_mod/mask_mod, as attention with autograd, gives
     the SDPA plan's output and the same gradient of the relative bias weights."""
