@@ -143,7 +143,9 @@ CATEGORIES = (
     ("copies", "aten::copy_ and memcpy kernels outside the above"),
     ("other", "matmuls, elementwise, layer norm, loss, ..."),
 )
-ATTENTION = re.compile(r"attention|fmha|flash|flex|triton_tem", re.IGNORECASE)
+# the model compiles only flex attention: its Triton kernels (triton_tem_*: the templates, others
+# around them) run under the compiled region's ranges
+ATTENTION = re.compile(r"attention|fmha|flash|flex|triton_tem|CompiledFunction|Torch-Compiled Region", re.IGNORECASE)
 BIAS_RANGE, OPTIMIZER_RANGE = "pmlm::relative_bias", "pmlm::optimizer"
 
 
@@ -168,7 +170,9 @@ def kernel_times(prof, cuda):
     from torch.autograd import DeviceType
 
     events = prof.events()
-    cpu = {e.id: e for e in events if e.device_type == DeviceType.CPU}
+    # the ops and ranges the profiler records (a kernel's linked_correlation_id names one of them; the
+    # CUDA runtime's own CPU events, linked to them in turn, are left out)
+    cpu = {e.id: e for e in events if e.device_type == DeviceType.CPU and e.linked_correlation_id == 0}
 
     def chain(e):
         out = []
