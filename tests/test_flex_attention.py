@@ -185,7 +185,7 @@ def test_a_backward_that_fails_to_compile_falls_back_at_the_forward_with_one_log
     plan = model.flex_plan(description(ni), torch.float32)
     monkeypatch.setitem(flex_attention._state, "compiled", lambda q, k, v, **kwargs: _BackwardFails.apply(q))
     monkeypatch.setitem(flex_attention._state, "failure", None)
-    monkeypatch.setitem(flex_attention._state, "backward_checked", False)
+    monkeypatch.setitem(flex_attention._state, "backward_checked", set())
     B, T = ni["kinds"].shape
     q, k, v = (torch.randn(B, 4, T, 8, requires_grad=True) for _ in range(3))
     with caplog.at_level(logging.WARNING, logger=flex_attention.__name__):
@@ -193,3 +193,25 @@ def test_a_backward_that_fails_to_compile_falls_back_at_the_forward_with_one_log
         assert plan.attend(q, k, v) is None
     assert len([r for r in caplog.records if r.name == flex_attention.__name__]) == 1
     assert q.grad is None and model.rel_pos_bias.weight.grad is None  # the check touched no gradient
+
+
+def test_the_backward_is_compiled_once_per_input_shape(dictionary, monkeypatch):
+    model = tiny_transformer(len(dictionary), 32, "flex")
+    (batch, *_) = random_batches(dictionary, 6, n_batches=1)
+    ni = batch["net_input"]
+    plan = model.flex_plan(description(ni), torch.float32)
+    calls = []
+
+    def compiled(q, k, v, **kwargs):
+        calls.append(q.shape)
+        return q * 2
+
+    monkeypatch.setitem(flex_attention._state, "compiled", compiled)
+    monkeypatch.setitem(flex_attention._state, "failure", None)
+    monkeypatch.setitem(flex_attention._state, "backward_checked", set())
+    B, T = ni["kinds"].shape
+    for batch_size in (B, B, B - 1):
+        q, k, v = (torch.randn(batch_size, 4, T, 8, requires_grad=True) for _ in range(3))
+        assert plan.attend(q, k, v) is not None
+    assert len(calls) == 5  # the first call of each shape runs twice (the check), the repeat once
+    assert q.grad is None

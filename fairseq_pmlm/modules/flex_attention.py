@@ -35,7 +35,9 @@ CUDA_KERNEL_OPTIONS = {
     "bwd_BLOCK_M1": 32, "bwd_BLOCK_N1": 64, "bwd_BLOCK_M2": 64, "bwd_BLOCK_N2": 32, "bwd_num_stages": 1,
 }
 
-_state = {"compiled": None, "failure": None, "backward_checked": False}
+# the compiled function, the failure that turned flex off (None: none yet), the input shapes whose
+# backward has compiled
+_state = {"compiled": None, "failure": None, "backward_checked": set()}
 
 
 def available():
@@ -118,7 +120,7 @@ class FlexPlan:
         try:
             y = _compiled()(q, k, v, score_mod=self.score_mod, block_mask=self.block_mask,
                             kernel_options=self.kernel_options)
-            if y.requires_grad and not _state["backward_checked"]:
+            if y.requires_grad and (q.shape, q.dtype) not in _state["backward_checked"]:
                 self._check_backward(q, k, v)
         except torch.OutOfMemoryError:
             raise  # the SDPA path needs more memory, not less
@@ -130,11 +132,12 @@ class FlexPlan:
         return y[:, :, : self.length] if pad else y
 
     def _check_backward(self, q, k, v):
-        """The backward kernel compiles at the first backward, outside any try here: compile it
-        now, on copies of this call's inputs, so that its failure too falls back instead of
-        stopping the run. ``autograd.grad`` of the copies only: no parameter's .grad is touched."""
+        """The backward kernel compiles at the first backward of each input shape, outside any try
+        here: compile it now, on copies of this call's inputs, so that its failure too falls back
+        instead of stopping the run (once per shape: a run has few, its lengths padded to ALIGN).
+        ``autograd.grad`` of the copies only: no parameter's .grad is touched."""
         probe = [t.detach().requires_grad_() for t in (q, k, v)]
         y = _compiled()(*probe, score_mod=self.score_mod, block_mask=self.block_mask,
                         kernel_options=self.kernel_options)
-        torch.autograd.grad(y.sum(), probe)
-        _state["backward_checked"] = True
+        torch.autograd.grad(y.sum(), probe, allow_unused=True)
+        _state["backward_checked"].add((q.shape, q.dtype))
