@@ -11,18 +11,22 @@ At base size, same batch of full-length contexts, one full fairseq ``Trainer.tra
   - decoding at XSum shapes (source 720, 48 steps, beam 5): unilmv2_base vs fairseq's bart_base.
 Prints one markdown table with the device, commit and ratios. ``--smoke``: the same code at
 tiny sizes (the test suite runs it on the CPU, so this script cannot rot). ``--profile FILE``:
-also the top kernels of one PMLM AE+PAR fp16 update (torch.profiler, self device time) and the
+also one PMLM AE+PAR fp16 update's kernels (torch.profiler; kernels only, shares of the measured
+update time) with named totals for attention, relative bias, optimizer and copies, and the
 relative-position bias's own forward + backward time against the update's, written to FILE.
+``--attention sdpa|flex|both``: PMLM's attention path (flex: the one-call flex attention path).
 
-    python scripts/bench_gpu.py [--smoke] [--peak-tflops 989] [--profile FILE]
+    python scripts/bench_gpu.py [--smoke] [--peak-tflops 989] [--profile FILE] [--attention both]
 """
 import argparse
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from argparse import Namespace
 
 import bench_generate
@@ -130,33 +134,133 @@ def common_args(s, data, device):
     return common, precision_args
 
 
-def profile_update(s, data, device, path):
-    """The top kernels of one PMLM AE+PAR fp16 update (self time on the device: CUDA kernels on a
-    GPU, aten ops on a CPU) and the relative-position bias's forward + backward timed alone at the
-    update's shapes, as a share of the update: the check that no one op takes the update over."""
+# named totals of the profile, first match wins; a kernel's "chain" is the op that launched it (on the
+# CPU: the op itself) and the ranges/ops around that op, innermost first
+CATEGORIES = (
+    ("attention", "SDPA/flex attention forward + backward (the relative bias's gradient inside flex included)"),
+    ("relative bias", "the bias table/tensor and its backward, outside the attention kernels"),
+    ("optimizer", "gradient unscale, clipping, Adam step, zero_grad"),
+    ("copies", "aten::copy_ and memcpy kernels outside the above"),
+    ("other", "matmuls, elementwise, layer norm, loss, ..."),
+)
+# the model compiles only flex attention: its Triton kernels (triton_tem_*: the templates, others
+# around them) run under the compiled region's ranges
+ATTENTION = re.compile(r"attention|fmha|flash|flex|triton_tem|CompiledFunction|Torch-Compiled Region", re.IGNORECASE)
+BIAS_RANGE, OPTIMIZER_RANGE = "pmlm::relative_bias", "pmlm::optimizer"
+
+
+def labelled(obj, name, label):
+    """Wrap ``obj.name`` in a profiler range (the bench's own labels, nothing in the model)."""
+    from torch.profiler import record_function
+
+    fn = getattr(obj, name)
+
+    def wrapped(*args, **kwargs):
+        with record_function(label):
+            return fn(*args, **kwargs)
+
+    setattr(obj, name, wrapped)
+
+
+def kernel_times(prof, cuda):
+    """[(kernel name, microseconds, chain of enclosing op/range events)] of the profiled run.
+    CUDA: the device kernels (memcpy/memset included), each with the op that launched it;
+    CPU: every op's self CPU time (there the ops are the kernels), ranges and autograd nodes
+    left out so that nothing counts twice."""
+    from torch.autograd import DeviceType
+
+    events = prof.events()
+    # the ops and ranges the profiler records (a kernel's linked_correlation_id names one of them; the
+    # CUDA runtime's own CPU events, linked to them in turn, are left out)
+    cpu = {e.id: e for e in events if e.device_type == DeviceType.CPU and e.linked_correlation_id == 0}
+
+    def chain(e):
+        out = []
+        while e is not None:
+            out.append(e)
+            e = e.cpu_parent
+        return out
+
+    if cuda:
+        return [(e.name, e.time_range.elapsed_us(), chain(cpu.get(e.linked_correlation_id)))
+                for e in events if e.device_type == DeviceType.CUDA]
+    ops = [e for e in cpu.values() if "::" in e.name and not e.name.startswith(("autograd::", "pmlm::"))]
+    return [(e.name, e.self_cpu_time_total, chain(e)) for e in ops if e.self_cpu_time_total > 0]
+
+
+def categorize(name, chain, bias_seq):
+    """The named total a kernel belongs to. The bias's backward runs in autograd nodes that carry
+    the sequence number of the forward op they differentiate: those of ops in the bias's range."""
+    names = [name] + [e.name for e in chain]
+    if any(ATTENTION.search(n) for n in names):
+        return "attention"
+    if any(e.name == BIAS_RANGE or ("Backward" in e.name and e.sequence_nr in bias_seq) for e in chain):
+        return "relative bias"
+    if any(e.name.startswith(OPTIMIZER_RANGE) or e.name.startswith("Optimizer.") for e in chain):
+        return "optimizer"
+    if "memcpy" in name.lower() or (chain and chain[0].name == "aten::copy_") or name == "aten::copy_":
+        return "copies"
+    return "other"
+
+
+def profile_update(s, data, device, path, attention="sdpa"):
+    """One PMLM AE+PAR fp16 update under torch.profiler: its kernels by self time on the device
+    (CUDA kernels on a GPU; on a CPU, ops by self CPU time), each as a share of the MEASURED update
+    time (the median of timed updates without the profiler), and named totals (attention, relative
+    bias, optimizer, copies, other), so a regression names itself. Also the relative-position bias's
+    forward + backward timed alone at the update's shapes."""
     from torch.profiler import ProfilerActivity, profile
 
     from fairseq_pmlm.modules.attention_rule import TokenDescription
 
     common, precision_args = common_args(s, data, device)
-    task, trainer = bench_pretrain.setup(common + pmlm_args("ae+par") + precision_args["fp16"])
+    task, trainer = bench_pretrain.setup(common + pmlm_args("ae+par") + precision_args["fp16"]
+                                         + attention_args(attention))
     sample = bench_pretrain.full_length_batch(task.dataset("train"), s["batch"], s["length"])
     update = bench_pretrain.time_updates(trainer, sample, s["warmup"], s["steps"])
-    cuda = device == "cuda"
-    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
-        trainer.train_step([sample])
-        bench_pretrain.synchronize()
-    key = "self_device_time_total" if cuda else "self_cpu_time_total"
-    events = [e for e in prof.key_averages() if getattr(e, key) > 0]
-    total = sum(getattr(e, key) for e in events)
-    lines = [f"one PMLM AE+PAR fp16 update, {'CUDA kernels' if cuda else 'CPU ops'} by self time "
-             f"(total {total / 1e3:.1f} ms):", "", "| kernel | calls | ms | share |", "|---|---:|---:|---:|"]
-    for e in sorted(events, key=lambda e: getattr(e, key), reverse=True)[:15]:
-        name = e.key if len(e.key) <= 90 else e.key[:87] + "..."
-        lines.append(f"| {name.replace('|', '/')} | {e.count} | {getattr(e, key) / 1e3:.2f} | "
-                     f"{100 * getattr(e, key) / total:.1f}% |")
-    # the bias alone: both blocks of the attention plan, forward + backward
     transformer = trainer.model.transformer
+    for name in ("relative_bias", "distance_table"):
+        labelled(transformer, name, BIAS_RANGE)
+    for name in ("multiply_grads", "clip_grad_norm", "step", "zero_grad"):
+        labelled(trainer.optimizer, name, f"{OPTIMIZER_RANGE}.{name}")
+    cuda = device == "cuda"
+    n = min(3, s["steps"])  # a few updates, averaged: one alone is noisy on a shared machine
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        start = time.perf_counter()
+        for _ in range(n):
+            trainer.train_step([sample])
+        bench_pretrain.synchronize()
+        profiled = (time.perf_counter() - start) / n
+    bias_ranges = [e for e in prof.events() if e.name == BIAS_RANGE]
+    bias_seq = {e.sequence_nr for r in bias_ranges for e in prof.events()
+                if e.sequence_nr >= 0 and e.thread == r.thread and r.time_range.start <= e.time_range.start
+                and e.time_range.end <= r.time_range.end}
+    kernels = kernel_times(prof, cuda)
+    by_name, totals = {}, dict.fromkeys([c for c, _ in CATEGORIES], 0.0)
+    for name, us, chain in kernels:  # per update
+        calls, t = by_name.get(name, (0, 0.0))
+        by_name[name] = (calls + 1 / n, t + us / n)
+        totals[categorize(name, chain, bias_seq)] += us / n
+    total = sum(totals.values())
+    ms = 1000 * update
+
+    def share(us):
+        return f"{100 * us / 1e3 / ms:.1f}%"
+
+    what = ("CUDA kernels by self device time" if cuda else
+            "CPU ops by self CPU time (on a CPU the ops are the kernels: no device, no launches)")
+    lines = [f"one PMLM AE+PAR fp16 update ({attention} attention), the mean of {n} profiled: {what}; shares are "
+             f"of the measured update, {ms:.2f} ms (median of {s['steps']} unprofiled updates; profiled: "
+             f"{1000 * profiled:.1f} ms); kernels total {total / 1e3:.1f} ms = {share(total)}", "",
+             "| kernel | calls | ms | share |", "|---|---:|---:|---:|"]
+    for name, (calls, us) in sorted(by_name.items(), key=lambda kv: kv[1][1], reverse=True)[:15]:
+        short = name if len(name) <= 90 else name[:87] + "..."
+        lines.append(f"| {short.replace('|', '/')} | {calls:g} | {us / 1e3:.2f} | {share(us)} |")
+    lines += ["", "| total | ms | share | what |", "|---|---:|---:|---|"]
+    lines += [f"| {c} | {totals[c] / 1e3:.2f} | {share(totals[c])} | {why} |" for c, why in CATEGORIES]
+    lines.append(f"| all kernels | {total / 1e3:.2f} | {share(total)} | the rest of the update: "
+                 f"{'device idle (launch gaps, host work)' if cuda else 'Python and fairseq between ops'} |")
+    # the bias alone: the SDPA plan's bias of both blocks, forward + backward
     ni = {k: v.to(next(transformer.parameters()).device) for k, v in sample["net_input"].items() if torch.is_tensor(v)}
     q = TokenDescription(ni["kinds"], ni["steps"], ni["positions"])
     P = sample["net_input"]["prefix_len"]
@@ -168,19 +272,33 @@ def profile_update(s, data, device, path):
         torch.autograd.backward([b for b in out], [torch.ones_like(b) for b in out])
 
     bias = bench_pretrain.time_updates(Namespace(train_step=lambda _: bias_pass()), sample, 1, s["steps"])
-    lines += ["", "relative-position bias (forward + backward, both attention blocks, timed alone): "
-                  f"{1000 * bias:.2f} ms of a {1000 * update:.1f} ms update = {100 * bias / update:.1f}% "
-                  "(target <= 3%)"]
+    lines += ["", "relative-position bias of the SDPA path (forward + backward, both attention blocks, timed alone): "
+                  f"{1000 * bias:.2f} ms of a {ms:.1f} ms update = {100 * bias / update:.1f}% (target <= 3%)"]
     text = "\n".join(lines)
     with open(path, "w") as f:
         f.write(text + "\n")
     return text
 
 
+def attention_args(attention):
+    """PMLM's attention path (``--attention``; "auto": the model's default). flex has no attention
+    dropout: its runs train without it (the row says so)."""
+    if attention == "auto":
+        return []
+    return ["--attention-impl", attention] + (["--attention-dropout", "0"] if attention == "flex" else [])
+
+
+FLEX_NOTE = ", flex attention, no attention dropout"
+
+
 def pretraining_rows(a, s, work, device, peak):
     data = bench_pretrain.binarize(work, vocab=s["vocab"], docs=s["docs"])
     common, precision_args = common_args(s, data, device)
-    pmlm = pmlm_args("ae+par")
+    main = "flex" if a.attention == "flex" else "auto" if a.attention == "both" else a.attention
+    pmlm = pmlm_args("ae+par") + attention_args(main)
+    # the CPU has no flex backward: there the flex rows train on SDPA (the model's own fallback)
+    flex_note = FLEX_NOTE + (" (SDPA on the CPU)" if device == "cpu" else "")
+    note = flex_note if main == "flex" else ""
     roberta = ["--task", "masked_lm", "--arch", "roberta_base", "--criterion", "masked_lm",
                "--sample-break-mode", "none"]
 
@@ -215,7 +333,7 @@ def pretraining_rows(a, s, work, device, peak):
     rob = measure(roberta + precision_args["fp16"], roberta_batch, s["steps"])
     fp16 = measure(pmlm + precision_args["fp16"], pmlm_batch, s["steps"])
     bf16 = measure(pmlm + precision_args["bf16 autocast"], pmlm_batch, s["steps"])
-    ae = measure(pmlm_args("ae") + precision_args["fp16"], pmlm_batch, s["steps"])
+    ae = measure(pmlm_args("ae") + attention_args(main) + precision_args["fp16"], pmlm_batch, s["steps"])
 
     def naive(task):
         sample, _ = pmlm_batch(task)
@@ -223,17 +341,23 @@ def pretraining_rows(a, s, work, device, peak):
 
     nv = measure(pmlm + precision_args["fp16"], naive, max(1, s["steps"] // 3))
     per_example = nv["extra"] / s["batch"]
+    flex = []
+    if a.attention == "both":  # the flex path against the rows' default path, same batch
+        fx = measure(pmlm_args("ae+par") + attention_args("flex") + precision_args["fp16"], pmlm_batch, s["steps"])
+        flex = [(f"PMLM AE+PAR (unilmv2_base){flex_note}", "fp16", fx,
+                 f"{fx['seqs'] / fp16['seqs']:.2f}x PMLM fp16's sequences/s, "
+                 f"{fx['seqs'] / rob['seqs']:.2f}x roberta's")]
     return [
         ("fairseq roberta_base masked_lm", "fp16", rob, "reference for the pre-training rows"),
-        ("PMLM AE+PAR (unilmv2_base)", "fp16", fp16,
+        (f"PMLM AE+PAR (unilmv2_base){note}", "fp16", fp16,
          f"{fp16['seqs'] / rob['seqs']:.2f}x roberta's sequences/s (target >= 1)"),
-        ("PMLM AE+PAR (unilmv2_base)", "bf16 autocast", bf16,
+        (f"PMLM AE+PAR (unilmv2_base){note}", "bf16 autocast", bf16,
          f"{bf16['seqs'] / fp16['seqs']:.2f}x PMLM fp16's sequences/s (target >= 1)"),
-        ("PMLM AE only (unilmv2_base)", "fp16", ae,
+        (f"PMLM AE only (unilmv2_base){note}", "fp16", ae,
          f"{ae['seqs'] / rob['seqs']:.2f}x roberta's sequences/s (target >= 1.2)"),
         (f"naive: one cloze instance per factorization step ({per_example:.1f} per example)", "fp16", nv,
          f"PMLM fp16 is {fp16['seqs'] / nv['seqs']:.1f}x faster"),
-    ]
+    ] + flex
 
 
 def decoding_rows(s, device):
@@ -280,6 +404,10 @@ def main(argv=None):
                    help="the device's dense fp16/bf16 peak, for MFU (default: known GPUs by name)")
     p.add_argument("--profile", metavar="FILE", default=None,
                    help="also write the top kernels of one PMLM update and the relative bias's share to FILE")
+    p.add_argument("--attention", choices=["auto", "sdpa", "flex", "both"], default="auto",
+                   help="PMLM's attention path: auto (the model's default: flex on CUDA where it can, which in "
+                        "training means without attention dropout, else SDPA), sdpa, flex (trained without "
+                        "attention dropout, which flex lacks), both (the auto rows plus a flex AE+PAR row)")
     a = p.parse_args(argv)
     s = SIZES["smoke" if a.smoke else "base"]
     device, name, peak = device_info(a.peak_tflops)
@@ -290,7 +418,8 @@ def main(argv=None):
     work = tempfile.mkdtemp(prefix="bench_gpu_")
     try:
         rows = pretraining_rows(a, s, work, device, peak) + decoding_rows(s, device)
-        profiled = profile_update(s, os.path.join(work, "bin"), device, a.profile) if a.profile else None
+        profiled = profile_update(s, os.path.join(work, "bin"), device, a.profile,
+                                  "flex" if a.attention == "both" else a.attention) if a.profile else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     mfu = f"MFU against {peak / 1e12:.0f} TFLOP/s" if peak else "MFU: no known peak for this device (--peak-tflops)"

@@ -3,7 +3,7 @@
 # naive one-instance-per-step way, fp16 vs the plugin's bf16, decoding vs bart_base; prints one
 # markdown table (device, commit, ratios) for docs/BENCHMARKS.md. The work is scripts/bench_gpu.py.
 #
-#   bash scripts/bench_gpu.sh [--wheels DIR] [--smoke] [--peak-tflops N] [--profile FILE]
+#   bash scripts/bench_gpu.sh [--wheels DIR] [--smoke] [--peak-tflops N] [--profile FILE] [--attention A]
 #
 # Environment: the python on PATH if it imports torch and fairseq_pmlm; else .venv is set up by
 # scripts/setup_env.sh (needs a package index), or, with --wheels DIR, on a machine without one
@@ -11,17 +11,21 @@
 # (PMLM_WHEELS=DIR, which every recipe's set-up honours). Fill DIR on a connected machine:
 #   python scripts/fetch_wheels.py DIR --python-version 3.12 [--have TARGET_PIP_FREEZE]
 # --smoke: tiny sizes on the CPU in well under a minute (the tests run it). --profile FILE: also
-# the top kernels of one PMLM update and the relative-position bias's share of it, into FILE.
+# the kernels of one PMLM update as shares of the measured update, with named totals (attention,
+# relative bias, optimizer, copies), into FILE. --attention auto|sdpa|flex|both: PMLM's attention
+# path (both: the default rows plus a flex row).
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
-declare -A FLAGS=([--wheels]=WHEELS [--smoke]=SMOKE:switch [--peak-tflops]=PEAK [--profile]=PROFILE)
-WHEELS='' SMOKE='' PEAK='' PROFILE=''
+declare -A FLAGS=([--wheels]=WHEELS [--smoke]=SMOKE:switch [--peak-tflops]=PEAK [--profile]=PROFILE
+                  [--attention]=ATTENTION)
+WHEELS='' SMOKE='' PEAK='' PROFILE='' ATTENTION=''
 parse_flags "$@"
 args=()
 if [ -n "$SMOKE" ]; then args+=(--smoke); fi
 if [ -n "$PEAK" ]; then args+=(--peak-tflops "$PEAK"); fi
 if [ -n "$PROFILE" ]; then args+=(--profile "$(abs_path "$PROFILE")"); fi
+if [ -n "$ATTENTION" ]; then args+=(--attention "$ATTENTION"); fi
 if [ -n "$WHEELS" ]; then
   [ -d "$WHEELS" ] || die "--wheels $WHEELS: no such directory"
   export PMLM_WHEELS

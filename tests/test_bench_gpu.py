@@ -89,12 +89,27 @@ def test_tokens_count_the_appended_tokens_and_the_naive_copies(output):
     assert copies > 1 and per_sequence[4] == pytest.approx(copies * SMOKE_CONTEXT, rel=0.01)
 
 
-def test_profile_names_the_top_kernels_of_one_update_and_the_relative_bias_share(output):
+def test_profile_gives_kernels_only_as_shares_of_the_measured_update_with_named_totals(output):
     text, profile = output
     assert profile.strip() in text  # printed and written
-    rows = [line for line in profile.splitlines() if line.startswith("| ") and not line.startswith("| kernel")]
-    shares = [number(r.split("|")[4].strip()) for r in rows]
-    assert 5 <= len(rows) <= 15 and shares == sorted(shares, reverse=True) and sum(shares) <= 100.5
-    assert "aten::mm" in profile  # the matmuls are among the top ops of an update on the CPU
+    assert "CPU ops by self CPU time" in profile  # on a CPU the ops are the kernels, and it says so
+    update = float(re.search(r"shares are of the measured update, ([\d.]+) ms", profile).group(1))
+    tables = [[line for line in block.splitlines() if line.startswith("| ") and not line.startswith(("| kernel",
+                                                                                                      "| total"))]
+              for block in profile.split("\n\n") if block.startswith("| ")]
+    kernels, totals = tables
+    ms = [number(r.split("|")[3].strip()) for r in kernels]
+    shares = [number(r.split("|")[4].strip()) for r in kernels]
+    assert 5 <= len(kernels) <= 15 and ms == sorted(ms, reverse=True)
+    assert all(share == pytest.approx(100 * t / update, abs=0.1) for t, share in zip(ms, shares)), profile
+    assert "aten::mm" in profile and not any("forward" == r.split("|")[1].strip() for r in kernels)
+    cells = [[c.strip() for c in r.split("|")] for r in totals]
+    named = {c[1]: (number(c[2]), number(c[3])) for c in cells}
+    assert list(named) == ["attention", "relative bias", "optimizer", "copies", "other", "all kernels"]
+    assert named["attention"][0] > 0 and named["optimizer"][0] > 0 and named["relative bias"][0] > 0
+    parts = sum(t for name, (t, _) in named.items() if name != "all kernels")
+    assert parts == pytest.approx(named["all kernels"][0], abs=0.05)  # every kernel in exactly one total
+    for t, share in named.values():
+        assert share == pytest.approx(100 * t / update, abs=0.1)
     m = re.search(r"relative-position bias .*: ([\d.]+) ms of a ([\d.]+) ms update = ([\d.]+)%", profile)
     assert m and float(m.group(3)) == pytest.approx(100 * float(m.group(1)) / float(m.group(2)), abs=0.06)

@@ -38,9 +38,11 @@ class UniLMv2Config(FairseqDataclass, TransformerShape):
     pooler_dropout: float = field(
         default=0.1, metadata={"help": "dropout of the sentence classification head (after the [SOS] pooler)"}
     )
-    attention_impl: ChoiceEnum(["sdpa", "reference"]) = field(
-        default="sdpa",
-        metadata={"help": "sdpa: PyTorch fused attention; reference: explicit softmax (for checks)"},
+    attention_impl: ChoiceEnum(["auto", "flex", "sdpa", "reference"]) = field(
+        default="auto",
+        metadata={"help": "auto: flex attention on CUDA where it can (one call per layer, no attention dropout "
+                          "in training), else sdpa; flex: also the CPU's forward without gradient; sdpa: PyTorch "
+                          "fused attention; reference: explicit softmax (for checks)"},
     )
     # a model option, not a task one: the cfg.model a checkpoint records is what fairseq-generate,
     # the hub and the exporter rebuild the decoder from (the task's cfg comes from the command line)

@@ -33,7 +33,16 @@ class TokenDescription(NamedTuple):
 def attention_allowed(q_kind, q_step, k_kind, k_step):
     """Boolean [..., Tq, Tk]: may query i attend to key j?
 
-    Args are [..., Tq] (queries) and [..., Tk] (keys) integer tensors.
+    Args are [..., Tq] (queries) and [..., Tk] (keys) integer tensors; the rule itself is
+    ``pair_allowed``.
+    """
+    return pair_allowed(q_kind.unsqueeze(-1), q_step.unsqueeze(-1), k_kind.unsqueeze(-2), k_step.unsqueeze(-2))
+
+
+def pair_allowed(qk, qs, kk, ks):
+    """The rule for query (kind ``qk``, step ``qs``) and key (``kk``, ``ks``), elementwise over
+    tensors that broadcast together: the dense mask above and flex attention's ``mask_mod``
+    (scalars per (query, key)) both read it here.
     - context keys are visible to every query (padding queries too, so no softmax row
       is empty; padding outputs are never used);
     - an ORIGINAL key of step s is visible to [P] queries of steps > s and to ORIGINAL
@@ -41,8 +50,6 @@ def attention_allowed(q_kind, q_step, k_kind, k_step):
     - a [P] key of step s is visible only to the [P] queries of the same step;
     - padding keys are visible to nobody.
     """
-    qk, qs = q_kind.unsqueeze(-1), q_step.unsqueeze(-1)
-    kk, ks = k_kind.unsqueeze(-2), k_step.unsqueeze(-2)
     q_pseudo, q_orig = qk == PSEUDO, qk == ORIGINAL
     see_context = kk == CONTEXT
     see_original = (kk == ORIGINAL) & ((q_pseudo & (ks < qs)) | (q_orig & (ks <= qs)))

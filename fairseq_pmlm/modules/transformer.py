@@ -3,7 +3,8 @@
 BERT-style post-LayerNorm encoder whose self-attention is steered by the PMLM rule
 (``attention_rule.py``) plus a T5 relative-position bias shared by all layers. The bias
 and the permission mask are combined once per forward into one additive tensor that
-every layer reuses.
+every layer reuses (SDPA path), or into one block mask and a per-distance bias table
+(flex path, ``flex_attention.py``, on CUDA).
 """
 import math
 from typing import NamedTuple
@@ -13,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..arch import TransformerShape
+from . import flex_attention
 from .attention_rule import CONTEXT, TokenDescription, attention_allowed
 from .relative_position import relative_position_bucket
 
@@ -49,12 +51,19 @@ class SelfAttention(nn.Module):
         return x.view(B, T, self.heads, self.head_dim).transpose(1, 2)  # B H T D
 
     def forward(self, x, plan, past_kv=None):
-        """``plan``: list of ``PlanBlock`` (see ``UniLMv2Transformer.attention_plan``).
+        """``plan``: list of ``PlanBlock`` (see ``UniLMv2Transformer.attention_plan``) or a
+        ``FlexPlan`` (one flex attention call; its SDPA plan if flex fails).
         ``past_kv``: list of cached (k, v) segments that precede this call's keys (incremental
         decoding). Returns the output and this call's own (k, v)."""
         q, k, v = self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))
         new_kv = (k, v)
         p = self.dropout if self.training else 0.0
+        if isinstance(plan, flex_attention.FlexPlan):
+            y = plan.attend(q, k, v)
+            if y is not None:
+                B, _, T, _ = y.shape
+                return self.out(y.transpose(1, 2).reshape(B, T, -1)), new_kv
+            plan = plan.sdpa_plan()
         if past_kv and len(past_kv) > 1:
             # decoding steps: a few queries over the source and target caches, read in place
             # (concatenating them would copy every cached key each step); with cached keys the
@@ -68,7 +77,7 @@ class SelfAttention(nn.Module):
             ys = []
             for start, end, key_end, bias in plan:
                 qb, kb, vb = q[:, :, start:end], k[:, :, :key_end], v[:, :, :key_end]
-                if self.impl == "sdpa":
+                if self.impl != "reference":
                     ys.append(F.scaled_dot_product_attention(qb, kb, vb, attn_mask=bias, dropout_p=p))
                 else:
                     ys.append(reference_attention(qb, [(kb, vb)], bias, p, self.training))
@@ -130,9 +139,11 @@ class LMHead(nn.Module):
 
 
 class UniLMv2Transformer(nn.Module):
-    """``attention_impl``: "sdpa" (PyTorch's fused kernels) or "reference" (explicit softmax)."""
+    """``attention_impl``: "auto" (flex on CUDA where it can, else SDPA), "flex" (flex wherever
+    it can: also the CPU's forward without gradient, else SDPA), "sdpa" (PyTorch's fused
+    kernels) or "reference" (explicit softmax)."""
 
-    def __init__(self, s: TransformerShape, vocab_size, attention_impl="sdpa"):
+    def __init__(self, s: TransformerShape, vocab_size, attention_impl="auto"):
         super().__init__()
         self.shape, self.attention_impl = s, attention_impl
         dim = s.encoder_embed_dim
@@ -178,19 +189,60 @@ class UniLMv2Transformer(nn.Module):
         backward is a scatter without sort; bucket and clamp run on 2P-1 distances only."""
         # P (``bound``): any bound above every position gives the same bias; the batch's own costs
         # a device sync, free on the CPU, a stall of the launch queue on a GPU (there: the model's limit)
-        P = bound or (self.shape.max_positions if q_pos.is_cuda else int(torch.maximum(q_pos.max(), k_pos.max())) + 1)
-        distance = torch.arange(1 - P, P, device=q_pos.device)
-        bucket = relative_position_bucket(distance, self.shape.rel_pos_buckets, self.shape.max_rel_distance)
+        P = bound or self.position_bound(q_pos, k_pos)
+        table = self.distance_table(P, q_pos.device)
+        windows = table.unfold(1, P, 1).transpose(0, 1).to(dtype)  # [P, H, P]
+        rows = windows[P - 1 - q_pos].permute(0, 2, 1, 3)  # [B, H, Tq, P]
+        B, H, Tq, _ = rows.shape
+        return rows.gather(-1, k_pos[:, None, None, :].expand(B, H, Tq, k_pos.size(1)))
+
+    def position_bound(self, q_pos, k_pos):
+        return self.shape.max_positions if q_pos.is_cuda else int(torch.maximum(q_pos.max(), k_pos.max())) + 1
+
+    def distance_buckets(self, P, device):
+        """The bucket of each distance 1-P .. P-1. Computed once per device for the model's position
+        limit M and sliced (its centre), so a forward, or each decoding step, does not redo the
+        log/clamp/where over the distances. A plain attribute: no state-dict entry."""
+        M = self.shape.max_positions
+        cache = getattr(self, "_buckets", None)
+        if P > M or cache is None or cache.device != device:
+            bucket = relative_position_bucket(torch.arange(1 - max(P, M), max(P, M), device=device),
+                                              self.shape.rel_pos_buckets, self.shape.max_rel_distance)
+            if P > M:
+                return bucket
+            self._buckets = cache = bucket
+        return cache[M - P : M + P - 1]
+
+    def distance_table(self, P, device):
+        """[H, 2P-1]: the bias of key position minus query position = 1-P .. P-1, per head,
+        read from the bucketed weights (bucket and clamp run on 2P-1 distances only)."""
+        bucket = self.distance_buckets(P, device)
         # at least fp32 (float64 stays): the table's gradient sums many distances and windows
         weight = self.rel_pos_bias.weight
         table = weight.to(torch.promote_types(weight.dtype, torch.float32))[:, bucket]
         # finite in every attention dtype (fp16's range is the smallest), with room left for
         # the q.k scores: a learned bias cast to fp16 must not become +-inf (softmax -> NaN)
-        table = table.clamp(-BIAS_LIMIT, BIAS_LIMIT)
-        windows = table.unfold(1, P, 1).transpose(0, 1).to(dtype)  # [P, H, P]
-        rows = windows[P - 1 - q_pos].permute(0, 2, 1, 3)  # [B, H, Tq, P]
-        B, H, Tq, _ = rows.shape
-        return rows.gather(-1, k_pos[:, None, None, :].expand(B, H, Tq, k_pos.size(1)))
+        return table.clamp(-BIAS_LIMIT, BIAS_LIMIT)
+
+    def uses_flex(self, x, past):
+        """The flex path takes full sequences (no cached keys) where it has what the layer
+        needs: attention dropout inactive (flex has none) and, on the CPU, no gradient (its
+        backward is CUDA-only). "auto" takes it on CUDA only."""
+        if self.attention_impl not in ("auto", "flex") or past is not None or not flex_attention.available():
+            return False
+        if self.attention_impl == "auto" and not x.is_cuda:
+            return False
+        if self.training and self.shape.attention_dropout > 0:
+            return False
+        return x.is_cuda or not torch.is_grad_enabled()
+
+    def flex_plan(self, q: TokenDescription, dtype, prefix_len=None):
+        """The flex path's plan: one block mask and score_mod for the whole sequence, and the
+        SDPA plan built only if flex fails."""
+        # the model's position limit, not the batch's: no device sync, and one table shape, so the
+        # compiled kernel is not recompiled for each batch's longest row
+        table = None if self.rel_pos_bias is None else self.distance_table(self.shape.max_positions, q.positions.device)
+        return flex_attention.FlexPlan(q, table, lambda: self.attention_plan(q, q, dtype, prefix_len))
 
     def embed(self, tokens, positions, segments):
         x = self.embed_tokens(tokens) + self.embed_positions(positions) + self.embed_segments(segments)
@@ -237,7 +289,10 @@ class UniLMv2Transformer(nn.Module):
             # to it in every layer: make it in that dtype once (the same values reach the kernel).
             # Decoding steps (past) keep it: their explicit softmax adds it to the scores in fp32
             dtype = torch.get_autocast_dtype(x.device.type)
-        plan = self.attention_plan(q, k, dtype, prefix_len)
+        if self.uses_flex(x, past):
+            plan = self.flex_plan(q, dtype, prefix_len)
+        else:
+            plan = self.attention_plan(q, k, dtype, prefix_len)
         assert past is None or len(plan) == 1, "cached keys are read in place by a one-block plan (SelfAttention)"
         kvs = []
         for i, layer in enumerate(self.layers):
