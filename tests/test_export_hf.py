@@ -5,6 +5,7 @@ Sources: a random ``unilmv2_tiny`` with the default relative table (32 buckets, 
 trained here), and the pinned all-MiniLM-L6-v2 (real weights) with a random relative table, on
 real sentences. Max abs differences are printed (``pytest -s``).
 """
+import errno
 import json
 import os
 
@@ -15,6 +16,8 @@ from test_released_weights import stdlib_lines, wordpiece_vocab
 from fairseq_pmlm.text import vocab
 from fairseq_pmlm.weights import convert, export
 from fairseq_pmlm.weights.layouts import ConversionError
+
+from cli import run_main
 
 NAME = "all-minilm-l6-v2"
 
@@ -224,6 +227,58 @@ def test_a_full_disk_during_export_is_one_line_naming_the_file_and_leaves_nothin
     err = capsys.readouterr().err
     assert rc == 2 and err == (f"convert_checkpoint.py: error: {tmp_path / 'hf' / 'model.safetensors'}: cannot write "
                                "it: No space left on device\n")
+    assert os.listdir(tmp_path) == []
+
+
+class NoRoom:
+    """A file open for writing on a full disk: every write fails as the OS's does (``fileno``
+    too: shutil.copy writes through it with sendfile)."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def write(self, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    fileno = write
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+@pytest.mark.parametrize("fmt,name", [("hf", "modeling_unilmv2.py"), ("hf", "config.json"), ("hf", "vocab.txt"),
+                                      ("hf", "tokenizer.json"), ("s2s-ft", "pytorch_model.bin"),
+                                      ("s2s-ft", "config.json"), ("s2s-ft", "vocab.txt")])
+def test_a_full_disk_at_any_write_of_every_export_format_is_one_line_naming_the_file(tiny, tmp_path, monkeypatch,
+                                                                                     fmt, name):
+    """s2s-ft's pytorch_model.bin (torch.save to a path) said torch's "unexpected pos"; a write
+    that Python reports without a file name named the hidden staging directory or nothing."""
+    import builtins
+    import signal
+
+    real = builtins.open
+
+    def opened(file, mode="r", *args, **kwargs):
+        f = real(file, mode, *args, **kwargs)
+        writing = isinstance(file, (str, os.PathLike)) and any(c in mode for c in "wax+")
+        return NoRoom(f) if writing and os.path.basename(file) == name else f
+
+    monkeypatch.setattr(builtins, "open", opened)
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        proc = run_main(convert.main, "export", tiny / "model.pt", tmp_path / "out", "--format", fmt)
+    finally:
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
+        monkeypatch.undo()
+    assert proc.returncode == 2 and proc.stderr == (f"convert_checkpoint.py: error: {tmp_path / 'out' / name}: "
+                                                    "cannot write it: No space left on device\n"), proc.stderr
     assert os.listdir(tmp_path) == []
 
 

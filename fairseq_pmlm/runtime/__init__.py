@@ -48,6 +48,11 @@ Used by the commands that call them, not installed at import:
   in with renames while SIGINT/SIGTERM wait, so an interrupt leaves the old or the new OUT whole.
   Pinned by tests/test_get_data.py, tests/test_text_to_databin.py, tests/test_export_hf.py and
   tests/test_glue.py.
+- ``disk_full``: a write that finds no room (ENOSPC, EDQUOT) is one line naming the file, ``PATH:
+  cannot write it: No space left on device``: the checkpoint saves, the output directories, the
+  commands' exits and the exception hook (a ``print`` to fairseq-generate's results file raises
+  without a file name: the hook names the file the failing code was writing). Pinned by
+  tests/test_one_line_errors.py and tests/test_export_hf.py.
 - ``process_group_guard``: ``UniLMv2Model.build_model`` refuses a process under torchrun
   (WORLD_SIZE > 1) that formed no process group, where fairseq-train silently trained WORLD_SIZE
   separate models. Pinned by tests/test_distributed_bad_input.py.

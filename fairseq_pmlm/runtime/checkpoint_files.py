@@ -45,6 +45,7 @@ from fairseq.distributed import utils as distributed_utils
 from fairseq.file_io import PathManager
 
 from ..errors import OneLineError
+from . import disk_full
 
 logger = logging.getLogger(__name__)
 SAVED = {}  # path (as fairseq names it) -> the update count of what this process last wrote there
@@ -60,7 +61,7 @@ def write_atomically(path, write):
     """``write(f)`` into ``path + ".tmp"``, then fsync and rename it over ``path``."""
     tmp = path + ".tmp"
     try:
-        with open(tmp, "wb") as f:
+        with disk_full.named(path), open(tmp, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
@@ -298,11 +299,12 @@ def broadcast_object_slow(obj, src_rank, group, dist_device):
 
 
 def print_checkpoint_errors(kind, value, traceback, _previous=sys.excepthook):
-    """A ``CheckpointError`` (any ``errors.OneLineError``) reaching the top of a program is its one
-    line; others as before."""
-    if isinstance(value, OneLineError):
+    """A ``CheckpointError`` (any ``errors.OneLineError``) or a full disk (``disk_full``) reaching
+    the top of a program is its one line; others as before."""
+    line = str(value) if isinstance(value, OneLineError) else disk_full.one_line(value, traceback)
+    if line is not None:
         program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") else "python"
-        print(f"{program}: error: {value}", file=sys.stderr)
+        print(f"{program}: error: {line}", file=sys.stderr)
     else:
         _previous(kind, value, traceback)
 

@@ -8,7 +8,7 @@ import signal
 import sys
 
 from ..errors import OneLineError
-from . import output_dir
+from . import disk_full, output_dir
 
 
 def _interrupt(signum, frame):
@@ -43,7 +43,10 @@ def one_line_exit(prog, run, errors=(), out=None):
               file=sys.stderr)
         return 130
     except OSError as e:
-        print(f"{prog}: error: {output_dir.shown(e.filename) or out}: {e.strerror or e}", file=sys.stderr)
+        full = e.errno in disk_full.NO_ROOM
+        path = output_dir.shown(e.filename or (disk_full.file_being_written(e.__traceback__) if full else None)) or out
+        reason = disk_full.message(path, e) if full else f"{path}: {e.strerror or e}"
+        print(f"{prog}: error: {reason}", file=sys.stderr)
         return 2
     finally:
         output_dir.close_all()

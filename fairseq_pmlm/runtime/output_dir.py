@@ -40,6 +40,7 @@ import tempfile
 import threading
 
 from ..errors import BadInput
+from . import disk_full
 
 _OPEN = []  # the Outputs of this process not yet closed (one_line_exit closes them)
 _ALL = []  # every Output of this process (their paths named as the user finds them)
@@ -163,7 +164,8 @@ class Output:
         naming OUT/``name``. (A plain ``OSError`` names its file already: one_line_exit prints it.)"""
         path = os.path.join(self.path, name)
         try:
-            yield path
+            with disk_full.named(self.shown(path)):
+                yield path
         except OSError:
             raise
         except Exception as e:  # noqa: BLE001  (torch's RuntimeError, safetensors' SafetensorError)
