@@ -50,6 +50,11 @@ def shards_of(root):
     return [root / "data" / "shard0", root / "data" / "shard1"], root / "other" / "shard1"
 
 
+def shorten(path, n):
+    """``path`` without its last ``n`` bytes (truncate -s -N)."""
+    os.truncate(path, os.path.getsize(path) - n)
+
+
 def broken_copy(root, shard, name, change):
     copy = root / name
     shutil.copytree(shard, copy)
@@ -74,6 +79,7 @@ def training_cases(root, tiny_data, tiny_save):
         "empty_dir": broken_copy(root, s1, "empty_dir", lambda d: [os.remove(d / f) for f in os.listdir(d)]),
         "zero_bytes": broken_copy(root, s1, "zero_bytes", lambda d: open(d / "train.bin", "wb").close()),
         "cut_short": broken_copy(root, s1, "cut_short", cut),
+        "idx_cut": broken_copy(root, s1, "idx_cut", lambda d: shorten(d / "train.idx", 100)),
     }
     cases = {name: train_args(f"{shards[0]}:{shard}", root / name, "--max-update", "100")
              for name, shard in bad.items()}
@@ -87,7 +93,9 @@ def training_cases(root, tiny_data, tiny_save):
     s2s = broken_copy(root, tiny_data, "s2s_cut", lambda d: None)
     with open(s2s / "train.source-target.source.bin", "r+b") as f:
         f.truncate(os.path.getsize(s2s / "train.source-target.source.bin") - 4)
-    for name, data in (("s2s_cut_short", s2s), ("s2s_full_disk", tiny_data)):
+    s2s_idx = broken_copy(root, tiny_data, "s2s_idx_cut", lambda d: None)
+    shorten(s2s_idx / "train.source-target.target.idx", 100)
+    for name, data in (("s2s_cut_short", s2s), ("s2s_full_disk", tiny_data), ("s2s_idx_cut", s2s_idx)):
         cases[name] = [data, "--user-dir", USER_DIR, "--task", "pmlm_seq2seq", "--criterion", "pmlm_seq2seq",
                        "--arch", "unilmv2_tiny", "--optimizer", "adam", "--lr", "1e-4", "--batch-size", "8",
                        "--max-update", "2", "--max-source-positions", "48", "--max-target-positions", "32",
@@ -101,6 +109,15 @@ def generate_with_another_dictionary(root, tiny_raw, tiny_data, tiny_save):
     with open(other / "dict.txt", "a") as f:
         f.write("".join(f"extra{i} 1\n" for i in range(8)))
     return recipe("s2s/generate.sh", "--preset", "demo", "--data", other, "--checkpoint",
+                  tiny_save / "checkpoint_last.pt", "--refs", tiny_raw / "test.target", "--out-dir", root / "gen",
+                  "--", "--cpu", "--max-len-b", "4", check=False)
+
+
+def generate_with_a_cut_idx(root, tiny_raw, tiny_data, tiny_save):
+    data = root / "data"
+    shutil.copytree(tiny_data, data)
+    shorten(data / "test.source-target.source.idx", 10)
+    return recipe("s2s/generate.sh", "--preset", "demo", "--data", data, "--checkpoint",
                   tiny_save / "checkpoint_last.pt", "--refs", tiny_raw / "test.target", "--out-dir", root / "gen",
                   "--", "--cpu", "--max-len-b", "4", check=False)
 
@@ -136,6 +153,7 @@ def runs(tmp_path_factory):
     return {"root": root, "save": save, "train": train,
             "generate": submit(generate_with_another_dictionary, root / "gen", raw, data, save),
             "generate_full": submit(generate_onto_a_full_disk, root / "gen_full", data, save),
+            "generate_idx": submit(generate_with_a_cut_idx, root / "gen_idx", raw, data, save),
             "finetune": submit(finetune_after_a_cut_checkpoint_last, root / "ft", data, save)}
 
 
@@ -153,7 +171,8 @@ def one_error_line(status, log):
                 "if this one was made with {first}/dict.txt, copy it there)"),
     ("missing", "shard 1 of 2 not found: {shard}"),
     ("empty_dir", "shard 1 has no dict.txt: {shard}/dict.txt missing"),
-    ("zero_bytes", "dataset is empty: {shard}/train.bin (the text had no tokens)"),
+    ("zero_bytes", "{shard}/train.bin is cut short: 0 bytes where {shard}/train.idx needs "),
+    ("idx_cut", "{shard}/train.idx is cut short: "),
     ("cut_short", "{shard}/train.bin is cut short: "),
 ])
 def test_a_bad_shard_stops_training_with_one_line_naming_its_file(runs, case, expect):
@@ -183,6 +202,22 @@ def test_a_fine_tuned_checkpoint_given_to_restore_file_is_one_line_with_the_flag
     assert one_error_line(*results["restore_finetuned"]) == (
         f"--restore-file {ckpt} is a checkpoint of another run (task pmlm_seq2seq, PMLMSeq2SeqCriterion; this one: "
         "task pseudo_masked_lm, PMLMCriterion): to start from its weights, give it as --finetune-from-model")
+
+
+def test_a_truncated_seq2seq_idx_is_one_line_naming_it_in_fine_tuning(runs):
+    """fairseq's reader: "buffer is smaller than requested size", then an AttributeError."""
+    line = one_error_line(*runs["train"].result()[2]["s2s_idx_cut"])
+    idx = runs["root"] / "train" / "s2s_idx_cut" / "train.source-target.target.idx"
+    assert re.fullmatch(rf"{re.escape(str(idx))} is cut short: [0-9,]+ bytes where its header's [0-9,]+ items "
+                        r"need [0-9,]+ \(an interrupted copy\? prepare or copy it again\)", line), line
+
+
+def test_a_truncated_test_idx_is_one_line_naming_it_in_decoding(runs):
+    proc = runs["generate_idx"].result()
+    idx = runs["root"] / "gen_idx" / "data" / "test.source-target.source.idx"
+    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert len(errors) == 1 and errors[0].startswith(f"fairseq-generate: error: {idx} is cut short: "), errors
 
 
 def test_a_truncated_seq2seq_bin_is_one_line_naming_it(runs):
