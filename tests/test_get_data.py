@@ -56,6 +56,51 @@ def test_every_public_form_of_cnndm_gives_the_raw_files_of_the_story_files(cnndm
     assert F.raw_files(tmp / f"raw-{form}") == from_stories
 
 
+def with_bom(root, suffixes):
+    """Every file under ``root`` ending in one of ``suffixes`` starting with a UTF-8 byte order mark."""
+    for d, _, names in os.walk(root):
+        for name in names:
+            if name.endswith(suffixes):
+                path = os.path.join(d, name)
+                with open(path, "rb") as f:
+                    data = f.read()
+                with open(path, "wb") as f:
+                    f.write(b"\xef\xbb\xbf" + data)
+    return root
+
+
+@pytest.mark.parametrize("form", ["jsonl", "s2s-ft", "s2s-ft-gold", "stories"])
+def test_a_utf8_byte_order_mark_is_read_in_every_text_form(cnndm, tmp_path, form):
+    """train.jsonl with one was dropped ("no train split"), s2s-ft's JSON "not a form", and stories
+    converted with U+FEFF at the start of their sources."""
+    tmp, data, from_stories = cnndm
+    if form == "stories":
+        src = F.write_stories(tmp_path / form, data)
+    elif form.startswith("s2s-ft"):
+        src = F.write_s2sft(tmp_path / form, data, test_gold=form.endswith("gold"))
+    else:
+        src = F.write_hf(tmp_path / form, data, "cnndm", form)
+    run_ok("cnndm", with_bom(src, (".jsonl", ".json", ".target", ".story", ".txt")), tmp_path / "raw")
+    assert F.raw_files(tmp_path / "raw") == from_stories
+
+
+def test_dictionary_encoded_parquet_text_columns_are_read_as_text(cnndm, tmp_path):
+    """Refused as "not text" before: a column whose rows are indices into a table of strings."""
+    import pyarrow.parquet as pq
+
+    tmp, data, from_stories = cnndm
+    src = F.write_hf(tmp_path / "parquet", data, "cnndm", "parquet")
+    for split in os.listdir(src):
+        path = src / split / "0000.parquet"
+        table = pq.read_table(path)
+        for name in ("article", "highlights"):
+            table = table.set_column(table.schema.get_field_index(name), name, table.column(name).dictionary_encode())
+        pq.write_table(table, path, row_group_size=3)
+        assert str(pq.read_schema(path).field("article").type).startswith("dictionary<")
+    run_ok("cnndm", src, tmp_path / "raw")
+    assert F.raw_files(tmp_path / "raw") == from_stories
+
+
 def test_cnndm_targets_keep_each_highlight_as_a_sentence_between_separators(cnndm):
     tmp, data, raw = cnndm
     from fairseq_pmlm.scoring.summaries import parse_sentence_blocks
