@@ -410,6 +410,27 @@ def test_a_read_only_or_full_disk_is_one_line_naming_the_output_not_its_staging_
     assert proc.stderr == f"get_data.py: error: {out}: cannot write it: Read-only file system\n"
 
 
+def test_a_symbolic_link_with_a_trailing_slash_is_refused_as_a_link(cnndm, tmp_path):
+    """--force replaced the link itself with a directory (without the slash: refused)."""
+    tmp, _, _ = cnndm
+    run_ok("cnndm", tmp / "stories", tmp_path / "target")
+    os.symlink(tmp_path / "target", tmp_path / "link")
+    proc = get_data("cnndm", "--from", tmp / "stories", "--out", f"{tmp_path / 'link'}/", "--force")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "is a symbolic link" in proc.stderr, proc.stderr
+    assert os.path.islink(tmp_path / "link") and sorted(os.listdir(tmp_path)) == ["link", "target"]
+
+
+def test_an_unexpanded_tilde_is_refused_naming_the_path_it_meant(cnndm, tmp_path, monkeypatch):
+    """--out=~/raw (bash expands no ~ after "=") wrote ./~/raw and said "wrote ~/raw/..."."""
+    tmp, _, _ = cnndm
+    monkeypatch.chdir(tmp_path)
+    proc = get_data("cnndm", "--from", tmp / "stories", "--out", "~/raw")
+    assert proc.returncode == 2 and proc.stderr == (
+        f"get_data.py: error: the output ~/raw starts with a ~ the shell did not expand (it does not after '='): "
+        f"write {os.path.expanduser('~/raw')}, or leave a space instead of the '='\n")
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_second_run_into_the_same_output_is_refused_while_one_runs(cnndm, tmp_path):
     from fairseq_pmlm.runtime import output_dir
 

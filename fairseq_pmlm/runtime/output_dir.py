@@ -5,8 +5,9 @@ export; ``s2s/get_data.py``: ``public_data/cnndm_xsum.py``; ``glue/prepare_glue.
 
 - refused before anything is written: an OUT that holds an input, or lies inside an input read
   whole (``within``); the current, home or root directory, or one that holds them; a symbolic
-  link; an existing OUT without --force, and with ``marker`` one that is not this command's own
-  earlier output (a marker file inside it says so);
+  link (``link/`` too); a ``~`` the shell left unexpanded (``--out=~/raw``); an existing OUT
+  without --force, and with ``marker`` one that is not this command's own earlier output (a
+  marker file inside it says so);
 - built beside OUT in a hidden staging directory (``.NAME.XXXXXXXX``, same filesystem, so renames;
   a long NAME cut and hashed, so a legal OUT never makes a name too long) that also holds the
   command's scratch files; the new OUT inside it is made with ``mkdir`` and so gets the user's
@@ -85,9 +86,13 @@ def check_inputs(out, inputs, error=BadInput, hint="output"):
 def check(out, force, inputs=(), within=(), marker=None, error=BadInput, hint="output"):
     """Every refusal of the rule above that needs no lock, before anything is written (after
     ``recover``: a missing OUT put back is checked as it is)."""
+    if os.path.expanduser(out) != out:  # `--out=~/raw`: bash expands no ~ after "="
+        raise error(f"the output {out} starts with a ~ the shell did not expand (it does not after '='): write "
+                    f"{os.path.expanduser(out)}, or leave a space instead of the '='")
     recover(out)
-    if os.path.islink(out):  # (first: what it points to is not what --force would replace)
-        raise error(f"the output {out} is a symbolic link (to {os.readlink(out)}): give a directory, not a link")
+    link = str(out).rstrip(os.sep) or str(out)  # (link/ is what the link points to, and --force replaced the link)
+    if os.path.islink(link):  # (first: what it points to is not what --force would replace)
+        raise error(f"the output {out} is a symbolic link (to {os.readlink(link)}): give a directory, not a link")
     check_inputs(out, inputs, error, hint)
     real = os.path.realpath(out)
     for path in within:
