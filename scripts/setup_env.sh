@@ -53,6 +53,9 @@ if [ -n "${PMLM_WHEELS-}" ]; then
     echo "setup_env:   missing: ${deps[*]-} ${nodeps[*]-}"
     wheels() {  # pip's failure as one line naming what the folder lacks
       local log
+      python -m pip --version > /dev/null 2>&1 ||
+        wheel_error "$PY has no pip to install from $PMLM_WHEELS with: install it (python3 -m ensurepip, or" \
+          "the python3-pip package) and rerun"
       log=$(python -m pip install -q --no-index --find-links "$PMLM_WHEELS" "$@" 2>&1) || {
         lacks=$(echo "$log" | sed -n 's/.*No matching distribution found for //p' | head -1)
         [ -n "$lacks" ] || { echo "$log" | tail -5 >&2; lacks="one of: $*"; }

@@ -91,6 +91,25 @@ def test_a_wheel_missing_from_the_folder_is_one_line_naming_the_folder(machine, 
     assert proc.stderr.strip() == f"setup_env: error: PMLM_WHEELS={tmp_path / 'nowhere'}: no such directory"
 
 
+def test_a_python_without_pip_is_one_line_saying_so(machine, tmp_path):
+    """It said "has no wheel of one of: ...", blaming the folder."""
+    tmp, repo = machine
+    shutil.rmtree(repo / ".venv", ignore_errors=True)
+    nopip = tmp_path / "nopip" / "site-packages"  # a pip that cannot run, before the one it would see
+    (nopip / "pip").mkdir(parents=True)
+    (nopip / "pip" / "__init__.py").write_text("raise ImportError('no pip here')\n")
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(tmp_path / "py")], check=True)
+    site = subprocess.run([str(tmp_path / "py/bin/python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    with open(os.path.join(site, "machine.pth"), "w") as f:
+        f.write(f"{nopip}\n{sysconfig.get_paths()['purelib']}\n")
+    proc = setup_env(repo, tmp / "wheels", tmp_path / "py/bin/python")
+    assert proc.returncode == 2 and proc.stderr == (
+        f"setup_env: error: {tmp_path / 'py/bin/python'} has no pip to install from {tmp / 'wheels'} with: install "
+        "it (python3 -m ensurepip, or the python3-pip package) and rerun\n"), proc.stderr
+
+
 @pytest.mark.parametrize("case", ["missing --have", "DIR a file", "DIR under a file", "--python-version abc"])
 def test_fetch_wheels_checks_its_arguments_first_one_line_each_and_makes_nothing(tmp_path, case):
     """A missing --have file and a DIR that is a file were tracebacks (DIR made before --have was
