@@ -224,8 +224,8 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
             if dropped_bias:
                 notes.append(f"layer(s) {', '.join(map(str, dropped_bias))}: a non-zero key bias has no place in the "
                              "UniLMv2 layout and is left out (the softmax cancels it: outputs agree up to rounding)")
-            with output.writing("pytorch_model.bin") as path, open(path, "wb") as f:
-                torch.save(sd, f)  # (to a path, torch reports a full disk as "unexpected pos")
+            with output.writing("pytorch_model.bin") as path:
+                checkpoint.save(sd, path)
         with open(os.path.join(tmp, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
         vocab.write_vocab(os.path.join(tmp, "vocab.txt"), names)
