@@ -34,6 +34,7 @@ import sys
 import torch
 
 from .data.databin.writer import index_items
+from .runtime import disk_full
 from .runtime.checkpoint_files import inspect, unreadable
 from .symbols import separator_symbol
 from .tasks.squad import PMLMSquadConfig, PMLMSquadTask
@@ -213,7 +214,7 @@ def main(argv=None):
             print("\n".join(shell_assignments(argv[1:])))
         else:
             print("\n".join(run(parser().parse_args(argv))))
-    except (ValueError, OSError) as e:
-        print(f"recipe_info.py: error: {e}", file=sys.stderr)
+    except (ValueError, OSError) as e:  # (a full disk: "PATH: cannot write it: ...", as everywhere)
+        print(f"recipe_info.py: error: {disk_full.one_line(e, e.__traceback__) or e}", file=sys.stderr)
         return 2
     return 0

@@ -21,6 +21,16 @@ def message(path, e):
     return f"{path}: cannot write it: {os.strerror(e.errno)}"
 
 
+def no_room(e):
+    """The ``OSError`` of a full disk that is ``e`` or led to it (torch's writer raises its own
+    "unexpected pos" while handling the file's ENOSPC), else None."""
+    for _ in range(8):
+        if e is None or isinstance(e, OSError) and e.errno in NO_ROOM:
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
 @contextlib.contextmanager
 def named(path):
     """A write in the block that finds no room: ``DiskFull`` naming ``path``."""
@@ -28,9 +38,10 @@ def named(path):
         yield
     except DiskFull:
         raise
-    except OSError as e:
-        if e.errno in NO_ROOM:
-            raise DiskFull(message(path, e)) from None
+    except Exception as e:
+        full = no_room(e)
+        if full is not None:
+            raise DiskFull(message(path, full)) from None
         raise
 
 
@@ -61,7 +72,12 @@ def one_line(e, tb=None):
     """The one line for an exception that is a full disk, else None."""
     if isinstance(e, DiskFull):
         return str(e)
-    if isinstance(e, OSError) and e.errno in NO_ROOM:
-        path = e.filename or file_being_written(tb)
-        return message(path, e) if path else None
-    return None
+    full = no_room(e)
+    path = written(full, tb) if full is not None else None
+    return message(path, full) if path else None
+
+
+def written(e, tb=None):
+    """The file a full disk's ``OSError`` ``e`` failed to write: the destination of a copy (its
+    second name), else its name, else the file the failing code was writing."""
+    return e.filename2 or e.filename or file_being_written(tb)

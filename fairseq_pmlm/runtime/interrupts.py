@@ -44,7 +44,7 @@ def one_line_exit(prog, run, errors=(), out=None):
         return 130
     except OSError as e:
         full = e.errno in disk_full.NO_ROOM
-        path = output_dir.shown(e.filename or (disk_full.file_being_written(e.__traceback__) if full else None)) or out
+        path = output_dir.shown(disk_full.written(e, e.__traceback__) if full else e.filename) or out
         reason = disk_full.message(path, e) if full else f"{path}: {e.strerror or e}"
         print(f"{prog}: error: {reason}", file=sys.stderr)
         return 2
