@@ -3,12 +3,16 @@ kernel's own ENOSPC: /dev/full fails every write as a full disk does, and a name
 to it is such a file. (The commands' cases: test_one_line_errors.py, test_export_hf.py.)"""
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
 
 from fairseq_pmlm.runtime import disk_full
 from fairseq_pmlm.runtime.checkpoint_files import write_atomically
+
+from cli import REPO
 
 
 def test_a_checkpoint_save_torch_cannot_finish_is_one_line_naming_the_checkpoint(tmp_path):
@@ -42,3 +46,14 @@ def test_a_print_onto_a_full_disk_names_the_file_printed_to(tmp_path):
     assert e.value.filename is None
     line = f"{tmp_path / 'generate-test.txt'}: cannot write it: No space left on device"
     assert disk_full.one_line(e.value, e.tb) == line
+
+
+def test_a_command_whose_output_is_redirected_onto_a_full_disk_says_so_in_one_line(tmp_path):
+    """score.py > FILE in generate.sh: a traceback from print, naming no file."""
+    (tmp_path / "hyp.txt").write_text("the cat sat\n")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "score.py"), "--hyp",
+                               tmp_path / "hyp.txt", "--ref", tmp_path / "hyp.txt"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr == "score.py: error: /dev/full: cannot write it: No space left on device\n"

@@ -2,11 +2,12 @@
 file, ``PATH: cannot write it: No space left on device``, whatever wrote it: the checkpoint saves
 (``checkpoint_files.write_atomically``), the output directories (``output_dir``), the commands'
 exits (``interrupts.one_line_exit``) and, for a write Python reports without a file name
-(``print`` to fairseq-generate's results file), the exception hook (``checkpoint_files``), which
-names the file the failing code was writing."""
+(``print`` to fairseq-generate's results file, or to standard output redirected to a file), the
+exception hook (``checkpoint_files``), which names the file the failing code was writing."""
 import contextlib
 import errno
 import os
+import stat
 
 from ..errors import OneLineError
 
@@ -80,4 +81,13 @@ def one_line(e, tb=None):
 def written(e, tb=None):
     """The file a full disk's ``OSError`` ``e`` failed to write: the destination of a copy (its
     second name), else its name, else the file the failing code was writing."""
-    return e.filename2 or e.filename or file_being_written(tb)
+    return e.filename2 or e.filename or file_being_written(tb) or _redirected_stdout()
+
+
+def _redirected_stdout():
+    """The file standard output is redirected to (``CMD > FILE``: ``print`` fails naming nothing)."""
+    try:
+        mode = os.fstat(1).st_mode
+        return os.readlink("/proc/self/fd/1") if stat.S_ISREG(mode) or stat.S_ISCHR(mode) else None
+    except OSError:
+        return None
