@@ -261,7 +261,7 @@ def recover(out):
     """What killed runs left of OUT: in each staging directory no run holds, the OUT it hides is
     put back where OUT is missing; the directory is removed. One line each, on stderr."""
     given, out = out, os.path.abspath(out)
-    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "output"
+    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") else "python"
     for staging in _staging_dirs(out):
         fd = _lock(staging)
         if fd is None:  # a run under way (or gone meanwhile)
