@@ -5,7 +5,6 @@ Sources: a random ``unilmv2_tiny`` with the default relative table (32 buckets, 
 trained here), and the pinned all-MiniLM-L6-v2 (real weights) with a random relative table, on
 real sentences. Max abs differences are printed (``pytest -s``).
 """
-import errno
 import json
 import os
 
@@ -18,6 +17,7 @@ from fairseq_pmlm.weights import convert, export
 from fairseq_pmlm.weights.layouts import ConversionError
 
 from cli import run_main
+from helpers import no_room_for
 
 NAME = "all-minilm-l6-v2"
 
@@ -228,42 +228,6 @@ def test_a_full_disk_during_export_is_one_line_naming_the_file_and_leaves_nothin
     assert rc == 2 and err == (f"convert_checkpoint.py: error: {tmp_path / 'hf' / 'model.safetensors'}: cannot write "
                                "it: No space left on device\n")
     assert os.listdir(tmp_path) == []
-
-
-class NoRoom:
-    """A file open for writing on a full disk: every write fails as the OS's does (``fileno``
-    too: shutil.copy writes through it with sendfile)."""
-
-    def __init__(self, f):
-        self.f = f
-
-    def write(self, data):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    fileno = write
-
-    def __getattr__(self, name):
-        return getattr(self.f, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.f.close()
-
-
-def no_room_for(name, monkeypatch):
-    """From now on a file named ``name`` opened for writing is on a full disk."""
-    import builtins
-
-    real = builtins.open
-
-    def opened(file, mode="r", *args, **kwargs):
-        f = real(file, mode, *args, **kwargs)
-        writing = isinstance(file, (str, os.PathLike)) and any(c in mode for c in "wax+")
-        return NoRoom(f) if writing and os.path.basename(file) == name else f
-
-    monkeypatch.setattr(builtins, "open", opened)
 
 
 @pytest.mark.parametrize("fmt,name", [("hf", "modeling_unilmv2.py"), ("hf", "config.json"), ("hf", "vocab.txt"),
