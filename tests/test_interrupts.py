@@ -182,4 +182,4 @@ def test_ctrl_c_stops_decoding_within_seconds_leaves_no_file_and_no_process(tmp_
     assert proc.returncode == 130, out[-2000:]
     assert seconds < 20, f"{seconds:.1f} s after Ctrl-C"
     assert left == [], f"still running after the recipe ended: {left}"
-    assert os.listdir(out_dir) == []  # no result, no temp dir
+    assert not out_dir.exists()  # no result, no temp dir, and not the empty out dir it made
