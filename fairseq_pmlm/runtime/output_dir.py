@@ -39,6 +39,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 
 from ..errors import BadInput
 from . import disk_full
@@ -267,10 +268,12 @@ def recover(out):
         if fd is None:  # a run under way (or gone meanwhile)
             continue
         try:
-            entries = os.listdir(staging)
-            legacy = os.stat(staging).st_mode & 0o777 == 0o700 and {"out", "old"} & set(entries)  # (no signature yet)
+            entries, st = os.listdir(staging), os.stat(staging)
+            legacy = st.st_mode & 0o777 == 0o700 and {"out", "old"} & set(entries)  # (no signature yet)
             if entries and SIGNATURE not in entries and not legacy:
                 continue  # not one of ours: never removed
+            if not entries and time.time() - st.st_mtime < 60:
+                continue  # a run starting now, between mkdtemp and its lock
             old, new = os.path.join(staging, "old"), os.path.join(staging, "out")
             hidden = old if os.path.isdir(old) else new if FINISHED in entries and os.path.isdir(new) else None
             name = os.path.basename(staging)
