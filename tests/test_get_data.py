@@ -329,13 +329,13 @@ from fairseq_pmlm.runtime import output_dir
 real = {"rename": os.rename, "rmtree": shutil.rmtree}
 def killed(kind):
     def call(*args, **kwargs):
-        if kind != sys.argv[1]:
+        if kind != sys.argv[1].removesuffix("-before"):
             return real[kind](*args, **kwargs)
-        if kind == "rename":  # after it: the old output moved out, the new one not yet in
+        if sys.argv[1] == "rename":  # after it: the old output moved out, the new one not yet in
             real[kind](*args, **kwargs)
         os.kill(os.getpid(), signal.SIGKILL)
     return call
-if sys.argv[1] == "rename":
+if sys.argv[1].startswith("rename"):
     output_dir._exchange = lambda a, b: False  # a filesystem without RENAME_EXCHANGE: two renames
 os.rename, shutil.rmtree = killed("rename"), killed("rmtree")
 sys.exit(cnndm_xsum.main(sys.argv[2:]))
@@ -344,7 +344,8 @@ sys.exit(cnndm_xsum.main(sys.argv[2:]))
 
 def killed_run(at, *args):
     """get_data.py ARGS in a process SIGKILLed (an OOM kill) right after the swap's first rename
-    (``at="rename"``) or as it starts removing the old output (``"rmtree"``)."""
+    (``at="rename"``), just before it (``"rename-before"``) or as it starts removing the old
+    output (``"rmtree"``)."""
     return subprocess.run([sys.executable, "-c", KILLED_RUN, at, *map(str, args)], capture_output=True,
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": REPO})
 
@@ -364,8 +365,18 @@ def test_a_sigkill_between_the_two_renames_loses_no_output_the_next_run_puts_the
     assert not out.exists() and len(hidden(tmp_path)) == 1
     proc = get_data("cnndm", "--from", new_src, "--out", out)  # without --force: the old RAW is back, so refused
     assert proc.returncode == 2 and f"{out} exists: pass --force" in proc.stderr, proc.stderr
-    assert f"{out} was missing (a run was killed while replacing it): put back its previous output" in proc.stderr
+    assert f"{out} was missing (a run was killed while swapping it in): put back its previous output" in proc.stderr
     assert F.raw_files(out) == old and hidden(tmp_path) == []
+
+
+def test_a_finished_output_a_sigkill_kept_from_its_place_is_put_there_by_the_next_run(cnndm, tmp_path):
+    tmp, _, raw = cnndm
+    out = tmp_path / "raw"
+    assert killed_run("rename-before", "cnndm", "--from", tmp / "stories", "--out", out).returncode == -9
+    assert not out.exists() and len(hidden(tmp_path)) == 1
+    proc = get_data("cnndm", "--from", tmp / "stories", "--out", out)
+    assert f"{out} was missing (a run was killed while swapping it in): put back the finished new output" in proc.stderr
+    assert proc.returncode == 2 and F.raw_files(out) == raw and hidden(tmp_path) == []
 
 
 def test_a_staging_directory_left_by_a_sigkill_is_removed_by_the_next_run_naming_its_size(old_and_new, tmp_path):

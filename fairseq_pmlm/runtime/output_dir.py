@@ -280,7 +280,7 @@ def recover(out):
             if hidden and not os.path.lexists(out):
                 os.rename(hidden, out)
                 what = "its previous output" if hidden == old else "the finished new output"
-                print(f"{prog}: {given} was missing (a run was killed while replacing it): put back {what} "
+                print(f"{prog}: {given} was missing (a run was killed while swapping it in): put back {what} "
                       f"from {name}", file=sys.stderr)
             size = _size(staging)
             shutil.rmtree(staging, ignore_errors=True)
