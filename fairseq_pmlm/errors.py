@@ -35,9 +35,13 @@ def exit_with_error(prog, message):
 
 
 def print_one_line_errors(kind, value, traceback, _previous=sys.excepthook):
-    """``sys.excepthook``: a ``OneLineError`` reaching the top of a program is its one line and
-    exit status 2; any other exception as before."""
-    if isinstance(value, OneLineError):
+    """``sys.excepthook``: a ``OneLineError`` or a full disk (``disk_full``: named even where Python
+    names no file) reaching the top of a program is its one line and exit status 2; any other
+    exception as before."""
+    from .disk_full import one_line  # here: disk_full builds on this module
+
+    line = str(value) if isinstance(value, OneLineError) else one_line(value, traceback)
+    if line is not None:
         exit_with_error(os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") else "python",
-                        value)
+                        line)
     _previous(kind, value, traceback)

@@ -3,7 +3,10 @@
 The logic lives in fairseq_pmlm/weights/convert.py (run with --help for the options)."""
 import sys
 
-from fairseq_pmlm.weights.convert import main
+from lib.import_guard import interruptible  # scripts/lib: Ctrl-C during the import
+
+with interruptible("convert_checkpoint.py"):
+    from fairseq_pmlm.weights.convert import main
 
 if __name__ == "__main__":
     sys.exit(main())

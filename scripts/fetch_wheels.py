@@ -72,10 +72,28 @@ def main():
     p.add_argument("--have", help="the target's pip freeze, or package names, one a line")
     p.add_argument("--skip", default="", help="comma-separated requirements not to fetch")
     a = p.parse_args()
-    os.makedirs(a.dest, exist_ok=True)
+    # every argument checked, and --have read, before DIR is made: one line each
+    if not re.fullmatch(r"3\.\d+", a.python_version):
+        p.exit(2, f"fetch_wheels.py: error: --python-version {a.python_version}: give the target's X.Y, e.g. 3.12\n")
     have = {"torch"} | {norm(n) for n in a.skip.split(",") if n}
     if a.have:
-        have |= {norm(re.split(r"[=<>!~ @]", line.strip())[0]) for line in open(a.have) if line.strip()}
+        try:
+            with open(a.have, encoding="utf-8") as f:
+                have |= {norm(re.split(r"[=<>!~ @]", line.strip())[0]) for line in f if line.strip()}
+        except (OSError, UnicodeDecodeError) as e:
+            p.exit(2, f"fetch_wheels.py: error: --have {a.have}: {getattr(e, 'strerror', None) or e}\n")
+    parent = a.dest
+    while not os.path.exists(parent):  # the folder DIR would be made in
+        parent = os.path.dirname(os.path.abspath(parent))
+    if not os.path.isdir(parent):
+        where = "" if parent == a.dest else f": {parent}"
+        p.exit(2, f"fetch_wheels.py: error: {a.dest}{where} is a file, not a folder\n")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        p.exit(2, f"fetch_wheels.py: error: {a.dest}: cannot write in {parent}\n")
+    try:
+        os.makedirs(a.dest, exist_ok=True)
+    except OSError as e:
+        p.exit(2, f"fetch_wheels.py: error: {a.dest}: {e.strerror}\n")
     todo = [(r.spec, r.deps) for r in requirements(os.path.join(REPO, "requirements.txt"))]
     done = set()
     while todo:

@@ -4,7 +4,11 @@ bootstrap intervals, examples. The command line of fairseq_pmlm/scoring/score_fi
 options are described (or run it with --help)."""
 import sys
 
-from fairseq_pmlm.scoring.score_files import main
+from lib.import_guard import interruptible  # scripts/lib: Ctrl-C during the import
+
+with interruptible("score.py"):
+    from fairseq_pmlm.scoring.score_files import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with interruptible("score.py"):  # it writes only to stdout: Ctrl-C while scoring too
+        sys.exit(main())

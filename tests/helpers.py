@@ -6,8 +6,11 @@ tests/ on sys.path, so test files ``import helpers``).
   ``__getitem__`` returning int64 tensors that end with EOS; a blank line is just [EOS]);
 - random PMLM examples straight from ``build_example`` and padded batches made by the real
   ``PseudoMaskedLMDataset.collater``;
-- a tiny randomly initialised ``UniLMv2Transformer`` and its logits.
+- a tiny randomly initialised ``UniLMv2Transformer`` and its logits;
+- ``no_room_for``: files of a name that Python opens for writing behave as on a full disk.
 """
+import errno
+import os
 import types
 
 import numpy as np
@@ -143,3 +146,39 @@ def stdlib_docstrings(modules):
         pairs += p
         sentences += s + [""]
     return pairs, sentences
+
+
+class NoRoom:
+    """A file open for writing on a full disk: every write fails as the OS's does (``fileno``
+    too: shutil.copy writes through it with sendfile)."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def write(self, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    fileno = write
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+def no_room_for(name, monkeypatch):
+    """From now on a file whose name ends with ``name``, opened for writing, is on a full disk."""
+    import builtins
+
+    real = builtins.open
+
+    def opened(file, mode="r", *args, **kwargs):
+        f = real(file, mode, *args, **kwargs)
+        writing = isinstance(file, (str, os.PathLike)) and any(c in mode for c in "wax+")
+        return NoRoom(f) if writing and os.path.basename(file).endswith(name) else f
+
+    monkeypatch.setattr(builtins, "open", opened)

@@ -6,7 +6,8 @@ size of 2 forks two ranks of ``fairseq_pmlm.runtime.distributed_train``. A child
 plan's log file (rank r > 0: ``LOG.rank{r}``). A plan::
 
     {"argv": [...fairseq-train arguments...], "log": PATH, "save_dir": DIR,
-     "fault": null or {"signal": "KILL" | "TERM" | "USR1", "at": POINT, ...},
+     "fault": null or {"signal": "KILL" | "TERM" | "USR1", "at": POINT, ...}
+              or {"errno": "ENOSPC", "at": "write", "n": N} (that fsync fails, as on a full disk),
      "world_size": 1, "fault_rank": 0, "prepare": [STEP, ...]}
 
 STEP, done by the driver before the run: ``{"to": DIR, "mkdir": true}``, ``{"to": PATH, "copy": PATH}``
@@ -26,6 +27,7 @@ Each plan's result, one JSON line on stdout: the exit status (a negative signal 
 killed child), where a ``time`` fault landed ("inside a save" or "between saves") and, for
 every ``checkpoint*.pt`` in the save dir afterwards, its update count or why it is unreadable.
 """
+import errno
 import json
 import os
 import signal
@@ -47,7 +49,7 @@ from cli import free_port  # tests/ is this script's directory, so on its path
 
 def arm(fault, marker):
     """Install the fault in this (child) process."""
-    sig = getattr(signal, "SIG" + fault["signal"])
+    sig = getattr(signal, "SIG" + fault["signal"]) if fault.get("signal") else None
     at, n = fault["at"], fault.get("n", 1)
     state = {"count": 0, "in_save": False}
 
@@ -65,6 +67,9 @@ def arm(fault, marker):
 
         def fsync(fd):
             if stat.S_ISREG(os.fstat(fd).st_mode) and nth():
+                if fault.get("errno"):
+                    code = getattr(errno, fault["errno"])
+                    raise OSError(code, os.strerror(code))
                 if sig == signal.SIGKILL:
                     os.ftruncate(fd, int(os.fstat(fd).st_size * fault["frac"]))
                 fire("inside a save")

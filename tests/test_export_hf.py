@@ -16,6 +16,9 @@ from fairseq_pmlm.text import vocab
 from fairseq_pmlm.weights import convert, export
 from fairseq_pmlm.weights.layouts import ConversionError
 
+from cli import run_main
+from helpers import no_room_for
+
 NAME = "all-minilm-l6-v2"
 
 
@@ -225,6 +228,36 @@ def test_a_full_disk_during_export_is_one_line_naming_the_file_and_leaves_nothin
     assert rc == 2 and err == (f"convert_checkpoint.py: error: {tmp_path / 'hf' / 'model.safetensors'}: cannot write "
                                "it: No space left on device\n")
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("fmt,name", [("hf", "modeling_unilmv2.py"), ("hf", "config.json"), ("hf", "vocab.txt"),
+                                      ("hf", "tokenizer.json"), ("s2s-ft", "pytorch_model.bin"),
+                                      ("s2s-ft", "config.json"), ("s2s-ft", "vocab.txt")])
+def test_a_full_disk_at_any_write_of_every_export_format_is_one_line_naming_the_file(tiny, tmp_path, monkeypatch,
+                                                                                     fmt, name):
+    """s2s-ft's pytorch_model.bin (torch.save to a path) said torch's "unexpected pos"; a write
+    that Python reports without a file name named the hidden staging directory or nothing."""
+    no_room_for(name, monkeypatch)
+    try:  # (one_line_exit puts the signal handlers back)
+        proc = run_main(convert.main, "export", tiny / "model.pt", tmp_path / "out", "--format", fmt)
+    finally:
+        monkeypatch.undo()
+    assert proc.returncode == 2 and proc.stderr == (f"convert_checkpoint.py: error: {tmp_path / 'out' / name}: "
+                                                    "cannot write it: No space left on device\n"), proc.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_full_disk_while_importing_is_one_line_naming_the_checkpoint(tiny, tmp_path, monkeypatch):
+    """torch.save to a path said "unexpected pos" (a traceback through the converter)."""
+    export.export_checkpoint(str(tiny / "model.pt"), str(tmp_path / "hf"))
+    no_room_for("model.pt", monkeypatch)
+    try:
+        proc = run_main(convert.main, "import", tmp_path / "hf", tmp_path / "back")
+    finally:
+        monkeypatch.undo()
+    assert proc.returncode == 2 and proc.stderr == (f"convert_checkpoint.py: error: {tmp_path / 'back' / 'model.pt'}: "
+                                                    "cannot write it: No space left on device\n"), proc.stderr
+    assert os.listdir(tmp_path) == ["hf"]
 
 
 def test_import_never_replaces_a_directory_holding_its_input_even_with_force(tiny, tmp_path):

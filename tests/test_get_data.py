@@ -3,6 +3,7 @@ each public form (made-up articles, tests/summary_fixtures.py) to the same raw f
 boundaries kept as [X_SEP]; streamed reading; bad input as one line, exit status 2 and nothing
 written."""
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -53,6 +54,51 @@ def test_every_public_form_of_cnndm_gives_the_raw_files_of_the_story_files(cnndm
         src = F.write_hf(tmp / form, data, "cnndm", form)
     run_ok("cnndm", src, tmp / f"raw-{form}")
     assert F.raw_files(tmp / f"raw-{form}") == from_stories
+
+
+def with_bom(root, suffixes):
+    """Every file under ``root`` ending in one of ``suffixes`` starting with a UTF-8 byte order mark."""
+    for d, _, names in os.walk(root):
+        for name in names:
+            if name.endswith(suffixes):
+                path = os.path.join(d, name)
+                with open(path, "rb") as f:
+                    data = f.read()
+                with open(path, "wb") as f:
+                    f.write(b"\xef\xbb\xbf" + data)
+    return root
+
+
+@pytest.mark.parametrize("form", ["jsonl", "s2s-ft", "s2s-ft-gold", "stories"])
+def test_a_utf8_byte_order_mark_is_read_in_every_text_form(cnndm, tmp_path, form):
+    """train.jsonl with one was dropped ("no train split"), s2s-ft's JSON "not a form", and stories
+    converted with U+FEFF at the start of their sources."""
+    tmp, data, from_stories = cnndm
+    if form == "stories":
+        src = F.write_stories(tmp_path / form, data)
+    elif form.startswith("s2s-ft"):
+        src = F.write_s2sft(tmp_path / form, data, test_gold=form.endswith("gold"))
+    else:
+        src = F.write_hf(tmp_path / form, data, "cnndm", form)
+    run_ok("cnndm", with_bom(src, (".jsonl", ".json", ".target", ".story", ".txt")), tmp_path / "raw")
+    assert F.raw_files(tmp_path / "raw") == from_stories
+
+
+def test_dictionary_encoded_parquet_text_columns_are_read_as_text(cnndm, tmp_path):
+    """Refused as "not text" before: a column whose rows are indices into a table of strings."""
+    import pyarrow.parquet as pq
+
+    tmp, data, from_stories = cnndm
+    src = F.write_hf(tmp_path / "parquet", data, "cnndm", "parquet")
+    for split in os.listdir(src):
+        path = src / split / "0000.parquet"
+        table = pq.read_table(path)
+        for name in ("article", "highlights"):
+            table = table.set_column(table.schema.get_field_index(name), name, table.column(name).dictionary_encode())
+        pq.write_table(table, path, row_group_size=3)
+        assert str(pq.read_schema(path).field("article").type).startswith("dictionary<")
+    run_ok("cnndm", src, tmp_path / "raw")
+    assert F.raw_files(tmp_path / "raw") == from_stories
 
 
 def test_cnndm_targets_keep_each_highlight_as_a_sentence_between_separators(cnndm):
@@ -232,13 +278,17 @@ def test_an_output_inside_the_input_is_refused_and_only_the_files_of_the_form_ar
     assert F.raw_files(tmp_path / "raw") == raw
 
 
-@pytest.mark.parametrize("instant", [("rename", 1), ("rename", 2), ("rmtree", 1)],
-                         ids=["moving the old output out", "moving the new one in", "removing the old one"])
+@pytest.mark.parametrize("instant", [("rename", 1), ("rename", 2), ("exchange", 1), ("rmtree", 1)],
+                         ids=["moving the old output out", "moving the new one in", "exchanging them in one step",
+                              "removing the old one"])
 def test_an_interrupt_at_any_instant_of_the_swap_leaves_the_old_or_the_new_output_whole(tmp_path, monkeypatch,
                                                                                         instant):
     """--force over an earlier output, SIGTERM as a step of the swap begins (the old output was
-    once deleted before the new one moved in: 144,142 of 150,000 files lost)."""
+    once deleted before the new one moved in: 144,142 of 150,000 files lost). The two renames are
+    the swap where the filesystem cannot exchange two paths in one step."""
     import shutil
+
+    from fairseq_pmlm.runtime import output_dir
 
     out = tmp_path / "raw"
     run_ok("cnndm", F.write_hf(tmp_path / "old", F.articles(seed=3), "cnndm", "jsonl"), out)
@@ -257,6 +307,8 @@ def test_an_interrupt_at_any_instant_of_the_swap_leaves_the_old_or_the_new_outpu
         return call
 
     handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    exchange = output_dir._exchange if instant[0] != "rename" else (lambda a, b: False)
+    monkeypatch.setattr(output_dir, "_exchange", signalled("exchange", exchange))
     monkeypatch.setattr(os, "rename", signalled("rename", os.rename))
     monkeypatch.setattr(shutil, "rmtree", signalled("rmtree", shutil.rmtree))
     try:
@@ -268,6 +320,126 @@ def test_an_interrupt_at_any_instant_of_the_swap_leaves_the_old_or_the_new_outpu
     assert rc == 130 and instant in [(k, calls[:i + 1].count(k)) for i, k in enumerate(calls)]
     assert F.raw_files(out) in (old, new)
     assert hidden(tmp_path) == []
+
+
+KILLED_RUN = """
+import os, shutil, signal, sys
+from fairseq_pmlm.public_data import cnndm_xsum
+from fairseq_pmlm.runtime import output_dir
+real = {"rename": os.rename, "rmtree": shutil.rmtree}
+def killed(kind):
+    def call(*args, **kwargs):
+        if kind != sys.argv[1].removesuffix("-before"):
+            return real[kind](*args, **kwargs)
+        if sys.argv[1] == "rename":  # after it: the old output moved out, the new one not yet in
+            real[kind](*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return call
+if sys.argv[1].startswith("rename"):
+    output_dir._exchange = lambda a, b: False  # a filesystem without RENAME_EXCHANGE: two renames
+os.rename, shutil.rmtree = killed("rename"), killed("rmtree")
+sys.exit(cnndm_xsum.main(sys.argv[2:]))
+"""
+
+
+def killed_run(at, *args):
+    """get_data.py ARGS in a process SIGKILLed (an OOM kill) right after the swap's first rename
+    (``at="rename"``), just before it (``"rename-before"``) or as it starts removing the old
+    output (``"rmtree"``)."""
+    return subprocess.run([sys.executable, "-c", KILLED_RUN, at, *map(str, args)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": REPO})
+
+
+@pytest.fixture
+def old_and_new(tmp_path):
+    out = tmp_path / "raw"
+    run_ok("cnndm", F.write_hf(tmp_path / "old", F.articles(seed=3), "cnndm", "jsonl"), out)
+    return out, F.raw_files(out), F.write_hf(tmp_path / "new", F.articles(seed=4), "cnndm", "jsonl")
+
+
+def test_a_sigkill_between_the_two_renames_loses_no_output_the_next_run_puts_the_old_one_back(old_and_new, tmp_path):
+    """Killed with the old RAW moved into the staging directory and the new one not yet in place:
+    RAW was gone and the next run wrote a fresh one over nothing, saying nothing."""
+    out, old, new_src = old_and_new
+    assert killed_run("rename", "cnndm", "--from", new_src, "--out", out, "--force").returncode == -9
+    assert not out.exists() and len(hidden(tmp_path)) == 1
+    proc = get_data("cnndm", "--from", new_src, "--out", out)  # without --force: the old RAW is back, so refused
+    assert proc.returncode == 2 and f"{out} exists: pass --force" in proc.stderr, proc.stderr
+    assert f"{out} was missing (a run was killed while swapping it in): put back its previous output" in proc.stderr
+    assert F.raw_files(out) == old and hidden(tmp_path) == []
+
+
+def test_a_finished_output_a_sigkill_kept_from_its_place_is_put_there_by_the_next_run(cnndm, tmp_path):
+    tmp, _, raw = cnndm
+    out = tmp_path / "raw"
+    assert killed_run("rename-before", "cnndm", "--from", tmp / "stories", "--out", out).returncode == -9
+    assert not out.exists() and len(hidden(tmp_path)) == 1
+    proc = get_data("cnndm", "--from", tmp / "stories", "--out", out)
+    assert f"{out} was missing (a run was killed while swapping it in): put back the finished new output" in proc.stderr
+    assert proc.returncode == 2 and F.raw_files(out) == raw and hidden(tmp_path) == []
+
+
+def test_a_staging_directory_left_by_a_sigkill_is_removed_by_the_next_run_naming_its_size(old_and_new, tmp_path):
+    """Killed after the swap, before the old RAW (in the staging directory) was removed: such
+    directories piled up beside RAW, never mentioned. The swap is one exchange: RAW was never missing."""
+    out, old, new_src = old_and_new
+    assert killed_run("rmtree", "cnndm", "--from", new_src, "--out", out, "--force").returncode == -9
+    new = F.raw_files(out)
+    assert new != old and len(hidden(tmp_path)) == 1
+    left = hidden(tmp_path)[0]
+    run = run_ok("cnndm", new_src, out.parent / "other")  # another RAW's run leaves it alone
+    assert "removed" not in run.stderr and hidden(tmp_path) == [left]
+    proc = get_data("cnndm", "--from", new_src, "--out", out, "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(rf"removed {re.escape(left)} beside {re.escape(str(out))} \(\d+\.\d kB\), left by a run "
+                     "that was killed", proc.stderr), proc.stderr
+    assert F.raw_files(out) == new and hidden(tmp_path) == []
+
+
+def test_an_output_with_a_250_character_name_is_written(cnndm, tmp_path):
+    """Legal, but its staging directory's name (.NAME.XXXXXXXX) was too long: "File name too long"."""
+    tmp, _, raw = cnndm
+    out = tmp_path / ("r" * 250)
+    run_ok("cnndm", tmp / "stories", out)
+    assert get_data("cnndm", "--from", tmp / "stories", "--out", out, "--force").returncode == 0
+    assert F.raw_files(out) == raw and hidden(tmp_path) == []
+
+
+def test_a_read_only_or_full_disk_is_one_line_naming_the_output_not_its_staging_directory(cnndm, tmp_path,
+                                                                                          monkeypatch):
+    import errno
+    import tempfile
+
+    def mkdtemp(prefix, dir):
+        path = os.path.join(dir, prefix + "abcd1234")
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    out = tmp_path / "raw"
+    proc = get_data("cnndm", "--from", cnndm[0] / "stories", "--out", out)
+    assert proc.returncode == 2
+    assert proc.stderr == f"get_data.py: error: {out}: cannot write it: Read-only file system\n"
+
+
+def test_a_symbolic_link_with_a_trailing_slash_is_refused_as_a_link(cnndm, tmp_path):
+    """--force replaced the link itself with a directory (without the slash: refused)."""
+    tmp, _, _ = cnndm
+    run_ok("cnndm", tmp / "stories", tmp_path / "target")
+    os.symlink(tmp_path / "target", tmp_path / "link")
+    proc = get_data("cnndm", "--from", tmp / "stories", "--out", f"{tmp_path / 'link'}/", "--force")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "is a symbolic link" in proc.stderr, proc.stderr
+    assert os.path.islink(tmp_path / "link") and sorted(os.listdir(tmp_path)) == ["link", "target"]
+
+
+def test_an_unexpanded_tilde_is_refused_naming_the_path_it_meant(cnndm, tmp_path, monkeypatch):
+    """--out=~/raw (bash expands no ~ after "=") wrote ./~/raw and said "wrote ~/raw/..."."""
+    tmp, _, _ = cnndm
+    monkeypatch.chdir(tmp_path)
+    proc = get_data("cnndm", "--from", tmp / "stories", "--out", "~/raw")
+    assert proc.returncode == 2 and proc.stderr == (
+        f"get_data.py: error: the output ~/raw starts with a ~ the shell did not expand (it does not after '='): "
+        f"write {os.path.expanduser('~/raw')}, or leave a space instead of the '='\n")
+    assert os.listdir(tmp_path) == []
 
 
 def test_a_second_run_into_the_same_output_is_refused_while_one_runs(cnndm, tmp_path):

@@ -7,8 +7,10 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 
+import pytest
 from fairseq.data import Dictionary, data_utils, indexed_dataset
 
 from cli import ENV, REPO
@@ -70,6 +72,37 @@ def assert_saved_and_stopped(proc, out, seconds, save):
     saved = [line for line in out.splitlines() if line.startswith("pmlm: SIGTERM received: saved")]
     assert len(saved) == 1 and str(save / "checkpoint_last.pt") in saved[0], out[-2000:]
     assert os.path.isfile(save / "checkpoint_last.pt")
+
+
+def mapped(pid, library):
+    """Whether the process ``pid`` has loaded a shared library whose path holds ``library``."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return library in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("script,args", [
+    ("s2s/get_data.py", ["cnndm", "--from", "src", "--out", "out"]),
+    ("convert_checkpoint.py", ["export", "model.pt", "out"]),
+    ("score.py", ["--hyp", "hyp.txt", "--ref", "ref.txt"]),
+    ("glue/prepare_glue.py", ["--task", "RTE", "--glue-dir", "src", "--spm-model", "spm.model", "--srcdict",
+                              "dict.txt", "--destdir", "out"]),
+    ("text_to_databin.py", ["--out", "out", "corpus", "--train", "train.txt"]),
+])
+def test_ctrl_c_while_a_python_command_imports_exits_130_with_one_line_and_writes_nothing(tmp_path, script, args):
+    """A 28-57-line KeyboardInterrupt traceback through fairseq's import before (prepare_glue.py:
+    "ImportError: initialization failed", exit 1)."""
+    proc = subprocess.Popen([sys.executable, os.path.join(REPO, "scripts", script), *args], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **ENV})
+    deadline = time.time() + 60
+    while not mapped(proc.pid, "libtorch") and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)  # until torch is loading: fairseq's import under way
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err == f"{os.path.basename(script)}: interrupted: nothing written\n", err
+    assert os.listdir(tmp_path) == []
 
 
 def test_ctrl_c_while_a_recipe_works_out_its_facts_exits_130_without_a_traceback(tmp_path):
@@ -149,4 +182,4 @@ def test_ctrl_c_stops_decoding_within_seconds_leaves_no_file_and_no_process(tmp_
     assert proc.returncode == 130, out[-2000:]
     assert seconds < 20, f"{seconds:.1f} s after Ctrl-C"
     assert left == [], f"still running after the recipe ended: {left}"
-    assert os.listdir(out_dir) == []  # no result, no temp dir
+    assert not out_dir.exists()  # no result, no temp dir, and not the empty out dir it made

@@ -2,14 +2,16 @@
 file or flag and exit status 2 (fairseq_pmlm/errors.py, whose exception hook prints it):
 sharded data that is not one dictionary's or not whole, a fine-tuned checkpoint given to
 pre-training's --restore-file, --tokens-per-sample beyond the positions, a truncated
-sequence-to-sequence .bin, decoding with a checkpoint of another dictionary, and a fine-tuning
-recipe whose checkpoint_last.pt is unreadable (named with the intact checkpoint beside it).
+sequence-to-sequence .bin, decoding with a checkpoint of another dictionary, a fine-tuning
+recipe whose checkpoint_last.pt is unreadable (named with the intact checkpoint beside it), a
+full disk while fine-tuning saves or decoding writes its results (/dev/full).
 
 The fairseq-train cases run in forked children of one process (tests/kill_driver.py: a fork
 prints an uncaught exception through sys.excepthook, as the console script does); the three
 independent jobs run at once in cli.py's two-worker pool."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,15 +21,16 @@ import torch
 
 from fairseq_pmlm.data.databin.cli import main as text_to_databin
 
-from cli import ENV, REPO, USER_DIR, submit, train_args
+from cli import ENV, REPO, USER_DIR, run, submit, train_args
 from helpers import stdlib_docstrings
 from tiny_s2s import recipe, tiny_s2s
 
 
-def driven(root, cases):
-    """{name: (exit statuses, log)} of fairseq-train runs, one per case (name -> argv)."""
+def driven(root, cases, faults=None):
+    """{name: (exit statuses, log)} of fairseq-train runs, one per case (name -> argv; ``faults``:
+    name -> a fault of tests/kill_driver.py)."""
     plans = [{"argv": [str(a) for a in argv], "log": str(root / f"{name}.log"), "save_dir": str(root / name),
-              "fault": None} for name, argv in cases.items()]
+              "fault": (faults or {}).get(name)} for name, argv in cases.items()]
     (root / "plans.json").write_text(json.dumps(plans))
     proc = subprocess.run([sys.executable, os.path.join(REPO, "tests", "kill_driver.py"), str(root / "plans.json")],
                           capture_output=True, text=True, env={**os.environ, **ENV}, cwd=REPO, timeout=300)
@@ -45,6 +48,11 @@ def shards_of(root):
         assert text_to_databin(["--out", str(root / name), "corpus", "--train", str(root / "train.txt"),
                                      "--valid", str(root / "valid.txt"), "--vocab-size", vocab, "--shards", "2"]) == 0
     return [root / "data" / "shard0", root / "data" / "shard1"], root / "other" / "shard1"
+
+
+def shorten(path, n):
+    """``path`` without its last ``n`` bytes (truncate -s -N)."""
+    os.truncate(path, os.path.getsize(path) - n)
 
 
 def broken_copy(root, shard, name, change):
@@ -71,6 +79,7 @@ def training_cases(root, tiny_data, tiny_save):
         "empty_dir": broken_copy(root, s1, "empty_dir", lambda d: [os.remove(d / f) for f in os.listdir(d)]),
         "zero_bytes": broken_copy(root, s1, "zero_bytes", lambda d: open(d / "train.bin", "wb").close()),
         "cut_short": broken_copy(root, s1, "cut_short", cut),
+        "idx_cut": broken_copy(root, s1, "idx_cut", lambda d: shorten(d / "train.idx", 100)),
     }
     cases = {name: train_args(f"{shards[0]}:{shard}", root / name, "--max-update", "100")
              for name, shard in bad.items()}
@@ -84,10 +93,13 @@ def training_cases(root, tiny_data, tiny_save):
     s2s = broken_copy(root, tiny_data, "s2s_cut", lambda d: None)
     with open(s2s / "train.source-target.source.bin", "r+b") as f:
         f.truncate(os.path.getsize(s2s / "train.source-target.source.bin") - 4)
-    cases["s2s_cut_short"] = [s2s, "--user-dir", USER_DIR, "--task", "pmlm_seq2seq", "--criterion", "pmlm_seq2seq",
-                              "--arch", "unilmv2_tiny", "--optimizer", "adam", "--lr", "1e-4", "--batch-size", "8",
-                              "--max-update", "2", "--max-source-positions", "48", "--max-target-positions", "32",
-                              "--num-workers", "0", "--cpu", "--save-dir", root / "s2s_cut_short"]
+    s2s_idx = broken_copy(root, tiny_data, "s2s_idx_cut", lambda d: None)
+    shorten(s2s_idx / "train.source-target.target.idx", 100)
+    for name, data in (("s2s_cut_short", s2s), ("s2s_full_disk", tiny_data), ("s2s_idx_cut", s2s_idx)):
+        cases[name] = [data, "--user-dir", USER_DIR, "--task", "pmlm_seq2seq", "--criterion", "pmlm_seq2seq",
+                       "--arch", "unilmv2_tiny", "--optimizer", "adam", "--lr", "1e-4", "--batch-size", "8",
+                       "--max-update", "2", "--max-source-positions", "48", "--max-target-positions", "32",
+                       "--num-workers", "0", "--cpu", "--save-dir", root / name]
     return shards, bad, cases
 
 
@@ -99,6 +111,24 @@ def generate_with_another_dictionary(root, tiny_raw, tiny_data, tiny_save):
     return recipe("s2s/generate.sh", "--preset", "demo", "--data", other, "--checkpoint",
                   tiny_save / "checkpoint_last.pt", "--refs", tiny_raw / "test.target", "--out-dir", root / "gen",
                   "--", "--cpu", "--max-len-b", "4", check=False)
+
+
+def generate_with_a_cut_idx(root, tiny_raw, tiny_data, tiny_save):
+    data = root / "data"
+    shutil.copytree(tiny_data, data)
+    shorten(data / "test.source-target.source.idx", 10)
+    return recipe("s2s/generate.sh", "--preset", "demo", "--data", data, "--checkpoint",
+                  tiny_save / "checkpoint_last.pt", "--refs", tiny_raw / "test.target", "--out-dir", root / "gen",
+                  "--", "--cpu", "--max-len-b", "4", check=False)
+
+
+def generate_onto_a_full_disk(root, tiny_data, tiny_save):
+    """fairseq-generate whose results file is /dev/full (every write fails with ENOSPC)."""
+    root.mkdir()
+    os.symlink("/dev/full", root / "generate-test.txt")
+    return run("fairseq-generate", tiny_data, "--user-dir", USER_DIR, "--task", "pmlm_seq2seq", "--path",
+               tiny_save / "checkpoint_last.pt", "--gen-subset", "test", "--max-len-b", "4", "--beam", "2",
+               "--cpu", "--results-path", root, check=False)
 
 
 def finetune_after_a_cut_checkpoint_last(root, tiny_data, tiny_save):
@@ -118,9 +148,12 @@ def runs(tmp_path_factory):
     for d in ("train", "gen", "ft"):
         (root / d).mkdir()
     shards, bad, cases = training_cases(root / "train", data, save)
-    train = submit(lambda: (shards, bad, driven(root / "train", cases)))
+    full_disk = {"s2s_full_disk": {"errno": "ENOSPC", "at": "write", "n": 1}}  # the first checkpoint file's fsync
+    train = submit(lambda: (shards, bad, driven(root / "train", cases, full_disk)))
     return {"root": root, "save": save, "train": train,
             "generate": submit(generate_with_another_dictionary, root / "gen", raw, data, save),
+            "generate_full": submit(generate_onto_a_full_disk, root / "gen_full", data, save),
+            "generate_idx": submit(generate_with_a_cut_idx, root / "gen_idx", raw, data, save),
             "finetune": submit(finetune_after_a_cut_checkpoint_last, root / "ft", data, save)}
 
 
@@ -138,7 +171,8 @@ def one_error_line(status, log):
                 "if this one was made with {first}/dict.txt, copy it there)"),
     ("missing", "shard 1 of 2 not found: {shard}"),
     ("empty_dir", "shard 1 has no dict.txt: {shard}/dict.txt missing"),
-    ("zero_bytes", "dataset is empty: {shard}/train.bin (the text had no tokens)"),
+    ("zero_bytes", "{shard}/train.bin is cut short: 0 bytes where {shard}/train.idx needs "),
+    ("idx_cut", "{shard}/train.idx is cut short: "),
     ("cut_short", "{shard}/train.bin is cut short: "),
 ])
 def test_a_bad_shard_stops_training_with_one_line_naming_its_file(runs, case, expect):
@@ -170,6 +204,22 @@ def test_a_fine_tuned_checkpoint_given_to_restore_file_is_one_line_with_the_flag
         "task pseudo_masked_lm, PMLMCriterion): to start from its weights, give it as --finetune-from-model")
 
 
+def test_a_truncated_seq2seq_idx_is_one_line_naming_it_in_fine_tuning(runs):
+    """fairseq's reader: "buffer is smaller than requested size", then an AttributeError."""
+    line = one_error_line(*runs["train"].result()[2]["s2s_idx_cut"])
+    idx = runs["root"] / "train" / "s2s_idx_cut" / "train.source-target.target.idx"
+    assert re.fullmatch(rf"{re.escape(str(idx))} is cut short: [0-9,]+ bytes where its header's [0-9,]+ items "
+                        r"need [0-9,]+ \(an interrupted copy\? prepare or copy it again\)", line), line
+
+
+def test_a_truncated_test_idx_is_one_line_naming_it_in_decoding(runs):
+    proc = runs["generate_idx"].result()
+    idx = runs["root"] / "gen_idx" / "data" / "test.source-target.source.idx"
+    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert len(errors) == 1 and errors[0].startswith(f"fairseq-generate: error: {idx} is cut short: "), errors
+
+
 def test_a_truncated_seq2seq_bin_is_one_line_naming_it(runs):
     line = one_error_line(*runs["train"].result()[2]["s2s_cut_short"])
     prefix = runs["root"] / "train" / "s2s_cut" / "train.source-target.source"
@@ -187,6 +237,28 @@ def test_decoding_with_a_checkpoint_of_another_dictionary_is_one_line(runs):
         f"[P] ({rows} rows against {rows + 8}): binarize the data with the checkpoint's dictionary "
         "(fairseq-preprocess --srcdict)"], proc.stderr[-3000:]
     assert not os.path.exists(runs["root"] / "gen" / "gen" / "hyp.txt")
+
+
+def test_a_full_disk_while_fine_tuning_saves_a_checkpoint_is_one_line_naming_it(runs):
+    """A 20-120-line traceback before; the write stays atomic: no checkpoint file, no .tmp."""
+    save = runs["root"] / "train" / "s2s_full_disk"
+    line = one_error_line(*runs["train"].result()[2]["s2s_full_disk"])
+    assert re.fullmatch(rf"{re.escape(str(save))}/checkpoint\w*\.pt: cannot write it: No space left on device",
+                        line), line
+    assert not [n for n in os.listdir(save) if n.startswith("checkpoint")]
+
+
+def test_a_full_disk_while_decoding_is_one_line_naming_the_results_file(runs):
+    proc = runs["generate_full"].result()
+    results = runs["root"] / "gen_full" / "generate-test.txt"
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert [line for line in proc.stderr.splitlines() if "error" in line.lower()] == [
+        f"fairseq-generate: error: {results}: cannot write it: No space left on device"], proc.stderr[-3000:]
+
+
+def test_a_failed_decoding_leaves_no_empty_out_dir(runs):
+    proc = runs["generate"].result()
+    assert proc.returncode != 0 and not os.path.exists(runs["root"] / "gen" / "gen"), proc.stderr[-3000:]
 
 
 def test_fine_tuning_with_an_unreadable_checkpoint_last_names_the_intact_one_beside_it(runs):

@@ -65,13 +65,39 @@ def test_a_missing_shard_is_refused_at_start_naming_it(sharded, tmp_path):
         setup([sharded / "data" / "shard0", tmp_path / "nope"])
 
 
-def test_an_empty_shard_is_refused_at_start_naming_its_file(sharded, tmp_path):
+def test_a_zero_byte_bin_is_refused_at_start_as_cut_short_not_as_text_without_tokens(sharded, tmp_path):
+    """Its .idx lists lines: a copy cut to nothing, not "the text had no tokens"."""
     shards = copy_shards(sharded, tmp_path)
     open(shards[1] / "train.bin", "wb").close()
-    with pytest.raises(ValueError, match=f"dataset is empty: {shards[1] / 'train'}.bin"):
+    prefix = shards[1] / "train"
+    with pytest.raises(ValueError, match=f"^{prefix}.bin is cut short: 0 bytes where {prefix}.idx needs [0-9,]+ "):
         setup(shards)
     os.remove(shards[1] / "train.idx")
     with pytest.raises(FileNotFoundError, match=f"shard 1 has no train split: {shards[1] / 'train'}.idx"):
+        setup(shards)
+
+
+def test_a_split_without_lines_is_refused_at_start_as_empty(sharded, tmp_path):
+    from fairseq_pmlm.data.databin.writer import write_index
+
+    shards = copy_shards(sharded, tmp_path)
+    open(shards[1] / "train.bin", "wb").close()
+    open(tmp_path / "none.sizes", "wb").close()
+    write_index(str(shards[1] / "train.idx"), [str(tmp_path / "none.sizes")], "uint16")
+    prefix = shards[1] / "train"
+    with pytest.raises(ValueError, match=f"^dataset is empty: {prefix}.bin \\({prefix}.idx lists no lines"):
+        setup(shards)
+
+
+@pytest.mark.parametrize("cut", [100, 1000])  # within the offsets; into the header
+def test_an_idx_cut_short_is_refused_at_start_naming_it_and_its_size(sharded, tmp_path, cut):
+    """A chained traceback in fairseq's reader before ("buffer is smaller than requested size")."""
+    shards = copy_shards(sharded, tmp_path)
+    idx = shards[1] / "train.idx"
+    size = os.path.getsize(idx)
+    with open(idx, "r+b") as f:
+        f.truncate(max(size - cut, 10))
+    with pytest.raises(ValueError, match=f"^{idx} is cut short: [0-9,]+ bytes"):
         setup(shards)
 
 

@@ -16,7 +16,7 @@ from fairseq_pmlm.data.databin.cli import main as text_to_databin
 from fairseq_pmlm.symbols import SENTENCE_SEP
 
 from cli import binarize
-from helpers import stdlib_docstrings
+from helpers import no_room_for, stdlib_docstrings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FILES = ["dict.txt", "train.bin", "train.idx", "valid.bin", "valid.idx"]
@@ -235,6 +235,23 @@ def test_bad_input_is_one_line_naming_the_file_and_nothing_is_written(corpus, tm
         assert sorted(os.listdir(out)) == ["keep.txt" if case == "exists" else "train.txt"]
     else:
         assert not out.exists()
+
+
+@pytest.mark.parametrize("name", ["spm.model", ".ids", "train.bin", "valid.idx"])
+def test_a_full_disk_at_any_write_is_one_line_naming_the_output_and_leaves_nothing(corpus, tmp_path, capsys,
+                                                                                    monkeypatch, name):
+    """sentencepiece's own writer left a cut model and the next step failed in a traceback ("could
+    not parse ModelProto"); a part file's write named the hidden staging directory."""
+    no_room_for(name, monkeypatch)
+    try:
+        rc = prepare(tmp_path / "out", "corpus", "--train", corpus / "train.txt", "--valid", corpus / "valid.txt",
+                     "--vocab-size", "300")
+    finally:
+        monkeypatch.undo()
+    err = capsys.readouterr().err
+    shown = tmp_path / "out" / name if name.endswith((".bin", ".idx")) else tmp_path / "out"
+    assert rc == 2 and err == f"text_to_databin: error: {shown}: cannot write it: No space left on device\n", err
+    assert os.listdir(tmp_path) == []
 
 
 def test_force_replaces_an_old_output_whole(corpus, tmp_path):

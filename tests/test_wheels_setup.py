@@ -155,3 +155,24 @@ def test_a_machine_python_without_pip_is_one_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr == (f"setup_env.sh: error: {machine}/bin/python3 has no pip (PMLM_WHEELS installs the folder's "
                            "wheels with it; PMLM_PYTHON names another python)\n")
+
+
+@pytest.mark.parametrize("case", ["missing --have", "DIR a file", "DIR under a file", "--python-version abc"])
+def test_fetch_wheels_checks_its_arguments_first_one_line_each_and_makes_nothing(tmp_path, case):
+    """A missing --have file and a DIR that is a file were tracebacks (DIR made before --have was
+    read); --python-version abc fetched this machine's wheels, reported as fetched."""
+    file = tmp_path / "file"
+    file.write_text("")
+    dest, args, expect = tmp_path / "wheels", [], None
+    if case == "missing --have":
+        args, expect = ["--have", tmp_path / "none.txt"], f"--have {tmp_path / 'none.txt'}: No such file or directory"
+    elif case == "DIR a file":
+        dest, expect = file, f"{file} is a file, not a folder"
+    elif case == "DIR under a file":
+        dest, expect = file / "w", f"{file / 'w'}: {file} is a file, not a folder"
+    else:
+        args, expect = ["--python-version", "abc"], "--python-version abc: give the target's X.Y, e.g. 3.12"
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "fetch_wheels.py"), dest, *map(str, args)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr == f"fetch_wheels.py: error: {expect}\n", proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["file"]

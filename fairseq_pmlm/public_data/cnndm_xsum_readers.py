@@ -19,12 +19,13 @@ class DataError(OneLineError):
 
 # ---------------------------------------------------------------- reading text
 def text_lines(path):
-    """Decoded lines of a text file (without their newline), one at a time; bad UTF-8 ->
-    DataError naming the file and line."""
+    """Decoded lines of a text file (without their newline, nor a leading byte order mark), one at
+    a time; bad UTF-8 -> DataError naming the file and line."""
     with open(path, "rb") as f:
         for n, raw in enumerate(f, 1):
             try:
-                yield raw.decode("utf-8").rstrip("\r\n")
+                line = raw.decode("utf-8").rstrip("\r\n")
+                yield line.removeprefix("\ufeff") if n == 1 else line  # a UTF-8 byte order mark: not text
             except UnicodeDecodeError as e:
                 raise DataError(f"{path}:{n}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
                                 "convert it, e.g. iconv -f latin1 -t utf-8") from None
@@ -97,12 +98,18 @@ def check_columns(path, schema, fields):
                         f"{', '.join(fields)})")
     pa = pyarrow()
     for field, lists in ((fields[0], False), (fields[1], True)):
-        kind = schema.field(field).type
-        inner = kind.value_type if lists and (pa.types.is_list(kind) or pa.types.is_large_list(kind)) else None
+        kind = plain_type(schema.field(field).type)
+        inner = plain_type(kind.value_type) if lists and (pa.types.is_list(kind) or pa.types.is_large_list(kind)) \
+            else None
         text = (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)
                 or inner is not None and (pa.types.is_string(inner) or pa.types.is_large_string(inner)))
         if not text:  # bytes would be written as b'...', numbers and structs stop in the middle
             raise DataError(f"{path}: the {field} column holds {kind}, not text (convert it to strings)")
+
+
+def plain_type(kind):
+    """A dictionary-encoded column's type is its values' (each row reads as the value)."""
+    return kind.value_type if pyarrow().types.is_dictionary(kind) else kind
 
 
 def pyarrow():

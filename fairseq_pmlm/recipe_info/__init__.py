@@ -31,6 +31,7 @@ import sys
 
 import torch
 
+from .. import disk_full
 from ..data.databin.writer import index_items
 from ..errors import report_error
 from ..text import tokenizer_files
@@ -129,6 +130,6 @@ def main(argv=None):
             print("\n".join(shell_assignments(argv[1:])))
         else:
             print("\n".join(run(parser().parse_args(argv))))
-    except (ValueError, OSError) as e:
-        return report_error("recipe_info.py", e)
+    except (ValueError, OSError) as e:  # (a full disk: "PATH: cannot write it: ...", as everywhere)
+        return report_error("recipe_info.py", disk_full.one_line(e, e.__traceback__) or e)
     return 0

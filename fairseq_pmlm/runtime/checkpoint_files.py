@@ -43,6 +43,7 @@ from fairseq import checkpoint_utils
 from fairseq.distributed import utils as distributed_utils
 from fairseq.file_io import PathManager
 
+from .. import disk_full
 from ..errors import OneLineError
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ def write_atomically(path, write):
     """``write(f)`` into ``path + ".tmp"``, then fsync and rename it over ``path``."""
     tmp = path + ".tmp"
     try:
-        with open(tmp, "wb") as f:
+        with disk_full.named(path), open(tmp, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())

@@ -7,6 +7,7 @@ Ctrl-C interrupts; later ones are ignored while the command cleans up."""
 import signal
 import sys
 
+from .. import disk_full
 from ..errors import OneLineError, report_error
 from . import output_dir
 
@@ -42,7 +43,9 @@ def one_line_exit(prog, run, errors=(), out=None):
               file=sys.stderr)
         return 130
     except OSError as e:
-        return report_error(prog, f"{output_dir.shown(e.filename) or out}: {e.strerror or e}")
+        full = e.errno in disk_full.NO_ROOM
+        path = output_dir.shown(disk_full.written(e, e.__traceback__) if full else e.filename) or out
+        return report_error(prog, disk_full.message(path, e) if full else f"{path}: {e.strerror or e}")
     finally:
         output_dir.close_all()
         # the caller's handlers again (a test or a library calls this in its own process, and an

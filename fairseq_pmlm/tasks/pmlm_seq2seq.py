@@ -30,7 +30,7 @@ from omegaconf import II, MISSING
 
 from ..data.blockwise_masking import MaskingConfig, corrupt
 from ..data.complete_batches import CompleteBatchesMixin
-from ..data.databin_checks import check_complete
+from ..data.databin_checks import check_complete, check_files
 from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..errors import BadInput, InputNotFound
 from ..sequence_generator import LENPEN_FORMULAS, PMLMSequenceGenerator
@@ -147,8 +147,7 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
     def _side(self, split, lang):
         paths = utils.split_paths(self.cfg.data)
         prefix = os.path.join(paths[0], f"{split}.{self.cfg.source_lang}-{self.cfg.target_lang}.{lang}")
-        if os.path.isfile(prefix + ".bin") and os.path.getsize(prefix + ".bin") == 0:
-            raise BadInput(f"dataset is empty: {prefix}.bin (no lines in that split)")  # numpy: "cannot mmap"
+        check_files(prefix)  # (fairseq: a traceback for a cut .idx, "cannot mmap" for a 0-byte .bin)
         ds = data_utils.load_indexed_dataset(prefix, self.dictionary)
         if ds is None:
             raise InputNotFound(f"dataset not found: {prefix}.{{bin,idx}}")

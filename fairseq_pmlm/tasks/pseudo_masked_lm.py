@@ -11,7 +11,7 @@ from omegaconf import II, MISSING
 
 from .. import objectives
 from ..data.blockwise_masking import MaskingConfig
-from ..data.databin_checks import check_complete, check_shards
+from ..data.databin_checks import check_complete, check_files, check_shards
 from ..data.pmlm_dataset import PseudoMaskedLMDataset
 from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..errors import BadInput, InputNotFound
@@ -162,9 +162,7 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         paths = utils.split_paths(self.cfg.data)
         # one shard per epoch, round-robin (fairseq loads the valid split once, with epoch 1: the first)
         split_path = os.path.join(paths[(epoch - 1) % len(paths)], split)
-        # fairseq's mmap reader fails on a 0-byte .bin with "cannot mmap an empty file"
-        if os.path.isfile(split_path + ".bin") and os.path.getsize(split_path + ".bin") == 0:
-            raise BadInput(f"dataset is empty: {split_path}.bin (the text had no tokens)")
+        check_files(split_path)  # (fairseq: a traceback for a cut .idx, "cannot mmap" for a 0-byte .bin)
         lines = data_utils.load_indexed_dataset(split_path, self.dictionary, combine=combine)
         if lines is None:
             raise InputNotFound(f"dataset not found: {split_path}.{{bin,idx}}")

@@ -125,4 +125,6 @@ def load(path):
 
 
 def save(state, path):
-    torch.save(state, path)
+    """``torch.save`` through a file object: to a path, torch reports a full disk as "unexpected pos"."""
+    with open(path, "wb") as f:
+        torch.save(state, f)

@@ -225,7 +225,7 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
                 notes.append(f"layer(s) {', '.join(map(str, dropped_bias))}: a non-zero key bias has no place in the "
                              "UniLMv2 layout and is left out (the softmax cancels it: outputs agree up to rounding)")
             with output.writing("pytorch_model.bin") as path:
-                torch.save(sd, path)
+                checkpoint.save(sd, path)
         with open(os.path.join(tmp, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
         vocab.write_vocab(os.path.join(tmp, "vocab.txt"), names)

@@ -16,7 +16,8 @@
 # a test split and RAW_REFS of different lengths stop the recipe before decoding. Each file is
 # written in a temporary directory inside OUT_DIR and moved into place once its step succeeded
 # (the new generate-test.txt first replaces all three of an earlier run), so OUT_DIR never mixes
-# runs nor holds a half-written file; on a failure, Ctrl-C or SIGTERM the temporary files go.
+# runs nor holds a half-written file; on a failure, Ctrl-C or SIGTERM the temporary files go (and
+# an OUT_DIR the run made, left empty). A full disk is one line naming the file.
 # Presets cnndm and xsum score as the papers did (score.py --preset: ROUGE-1.5.5's tokens and
 # stemmer, ROUGE-Lsum the summary-level ROUGE-L over the sentences) and add the row of s2s-ft's
 # post-processing (--style both); hyp.txt keeps [X_SEP] between sentences, as s2s-ft writes its
@@ -51,9 +52,12 @@ if [ -n "$SEP" ]; then ROUGE+=(--rouge-separator "$SEP"); fi
 device_flags
 # fp32 unless asked (-- --fp16, -- --bf16-autocast), as the hub decodes: not device_flags' GPU --fp16
 if [ "$PMLM_GPUS" -gt 0 ]; then DEVICE=(); fi
+MADE=''
+if [ ! -d "$OUT" ]; then MADE=1; fi
 mkdir -p "$OUT"
 TMP=$(mktemp -d "$OUT/.generate.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+# a failed run leaves no empty OUT_DIR it made
+trap 'rm -rf "$TMP"; if [ -n "$MADE" ]; then rmdir "$OUT" 2>/dev/null || true; fi' EXIT
 run_step fairseq-generate "$DATA" --user-dir "$ROOT/fairseq_pmlm" --task pmlm_seq2seq --path "$CKPT" \
   --gen-subset test --max-source-positions "$SRC" --max-target-positions "$TGT" \
   --beam "$BEAM" --lenpen "$LENPEN" --lenpen-formula "$LENFORM" --max-len-a 0 --max-len-b "$MAXLEN" \

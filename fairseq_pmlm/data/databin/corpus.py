@@ -18,12 +18,16 @@ def train_sentencepiece(files, model, vocab_size, prog):
     import sentencepiece as spm
 
     try:
-        spm.SentencePieceTrainer.train(
-            input=",".join(files), model_prefix=model[: -len(".model")], vocab_size=vocab_size,
-            model_type="bpe", character_coverage=1.0,
-            input_sentence_size=2_000_000, shuffle_input_sentence=True,  # a sample caps memory on big corpora
-            minloglevel=2,
-        )
+        # written through Python: its own writer leaves a cut model on a full disk and says nothing
+        with open(model, "wb") as f:
+            spm.SentencePieceTrainer.train(
+                input=",".join(files), model_writer=f, vocab_size=vocab_size,
+                model_type="bpe", character_coverage=1.0,
+                input_sentence_size=2_000_000, shuffle_input_sentence=True,  # a sample caps memory on big corpora
+                minloglevel=2,
+            )
+    except OSError as e:  # (a full disk: named, as the run's output)
+        raise OSError(e.errno, e.strerror, e.filename or model) from None
     except RuntimeError as e:
         msg = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         if "Vocabulary size too high" in msg:  # "... Please set it to a value <= N."

@@ -2,7 +2,6 @@
 lines of one part of an input into a part file of tokeniser ids (plus the lines' sizes), which
 ``writer.write_databin`` later maps to dictionary rows. With one worker the parent runs the jobs
 itself (``set_tokenizer``: the tokeniser ``encode_part`` uses in this process)."""
-import os
 import signal
 from itertools import chain
 from multiprocessing import get_context
@@ -141,6 +140,6 @@ def encode_part(job):
                 fi.write(flat.tobytes())
                 fs.write(sizes.tobytes())
                 n_lines += len(batch)
-    except OSError as e:
-        raise PrepareError(f"cannot write {os.path.dirname(out)}: {e.strerror}") from None
+    except OSError as e:  # named (the parent shows a scratch file as the run's output, one_line_exit)
+        raise OSError(e.errno, e.strerror, e.filename or out + ".ids") from None
     return n_lines, counts

@@ -56,17 +56,27 @@ def write_index(path, sizes_files, dtype):
     return lines
 
 
-def index_items(path):
-    """The number of items of a fairseq mmap ``.idx``, read off its header (the one ``write_index``
-    writes: magic, version, dtype code, then the count as 8 bytes little-endian)."""
+INDEX_HEADER = 26  # bytes: magic (9), version (8), dtype code (1), item count (8)
+_ITEMSIZE = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 8, 7: 8, 8: 2, 9: 4, 10: 8}  # fairseq's dtype codes -> bytes
+
+
+def index_header(path):
+    """(items, bytes a token) of a fairseq mmap ``.idx``, read off its header (the one ``write_index``
+    writes: magic, version, dtype code, then the count as 8 bytes little-endian); after it come
+    the items' sizes (int32 each) and their byte offsets in the ``.bin`` (int64 each)."""
     try:
         with open(path, "rb") as f:
-            head = f.read(26)
+            head = f.read(INDEX_HEADER)
     except OSError as e:
         raise ValueError(f"cannot read {path}: {e.strerror}") from None
-    if head[:9] != _IDX_MAGIC or len(head) < 26:
+    if head[:9] != _IDX_MAGIC or len(head) < INDEX_HEADER or head[17] not in _ITEMSIZE:
         raise ValueError(f"{path} is not a fairseq mmap index (fairseq-preprocess --dataset-impl mmap)")
-    return struct.unpack("<Q", head[18:26])[0]
+    return struct.unpack("<Q", head[18:26])[0], _ITEMSIZE[head[17]]
+
+
+def index_items(path):
+    """The number of items of a fairseq mmap ``.idx`` (``index_header``)."""
+    return index_header(path)[0]
 
 
 def write_tokenizer_files(spec, directory):
