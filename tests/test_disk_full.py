@@ -55,5 +55,5 @@ def test_a_command_whose_output_is_redirected_onto_a_full_disk_says_so_in_one_li
         proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "score.py"), "--hyp",
                                tmp_path / "hyp.txt", "--ref", tmp_path / "hyp.txt"], stdout=full,
                               stderr=subprocess.PIPE, text=True, timeout=120)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # bad input and a full disk alike: one line, exit 2
     assert proc.stderr == "score.py: error: /dev/full: cannot write it: No space left on device\n"

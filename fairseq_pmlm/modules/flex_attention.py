@@ -55,8 +55,10 @@ def _compiled():
     if _state["compiled"] is None:
         from torch.nn.attention.flex_attention import flex_attention
 
-        # eager flex materialises the scores (no faster than SDPA): it is only worth compiling
-        _state["compiled"] = torch.compile(flex_attention)
+        # eager flex materialises the scores (no faster than SDPA): it is only worth compiling.
+        # Static shapes: lengths come padded to ALIGN, so few recompiles, and inductor's CPU code for
+        # a dynamic-shape recompile does not compile in torch 2.13 (cur_kvSplitSize9 undeclared)
+        _state["compiled"] = torch.compile(flex_attention, dynamic=False)
     return _state["compiled"]
 
 
