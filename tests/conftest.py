@@ -1,9 +1,16 @@
 """Fixtures for the unit tests; the builders themselves live in helpers.py (``make_dictionary``
 is also importable from here, as test_seq2seq.py does)."""
+import signal
+
 import numpy as np
 import pytest
 
 from helpers import make_dictionary
+
+# A suite started as a background job of a shell without job control (`bash scripts/test.sh &`)
+# inherits SIGINT ignored, and so would every command the tests start, which then cannot be
+# interrupted: the Ctrl-C tests need it delivered. A handler (unlike an ignore) is not inherited.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

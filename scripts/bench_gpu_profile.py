@@ -1,0 +1,152 @@
+"""``scripts/bench_gpu.py --profile FILE``: one PMLM update under torch.profiler, its kernels only,
+as shares of the measured update time, with named totals (attention, relative bias, optimizer,
+copies, other) so that the next regression names itself."""
+import re
+import time
+from argparse import Namespace
+
+import bench_pretrain  # scripts/ is on sys.path: the script's own folder
+import torch
+
+# named totals of the profile, first match wins; a kernel's "chain" is the op that launched it (on the
+# CPU: the op itself) and the ranges/ops around that op, innermost first
+CATEGORIES = (
+    ("attention", "SDPA/flex attention forward + backward (the relative bias's gradient inside flex included)"),
+    ("relative bias", "the bias table/tensor and its backward, outside the attention kernels"),
+    ("optimizer", "gradient unscale, clipping, Adam step, zero_grad"),
+    ("copies", "aten::copy_ and memcpy kernels outside the above"),
+    ("other", "matmuls, elementwise, layer norm, loss, ..."),
+)
+# the model compiles only flex attention: its Triton kernels (triton_tem_*: the templates, others
+# around them) run under the compiled region's ranges
+ATTENTION = re.compile(r"attention|fmha|flash|flex|triton_tem|CompiledFunction|Torch-Compiled Region", re.IGNORECASE)
+BIAS_RANGE, OPTIMIZER_RANGE = "pmlm::relative_bias", "pmlm::optimizer"
+
+
+def labelled(obj, name, label):
+    """Wrap ``obj.name`` in a profiler range (the bench's own labels, nothing in the model)."""
+    from torch.profiler import record_function
+
+    fn = getattr(obj, name)
+
+    def wrapped(*args, **kwargs):
+        with record_function(label):
+            return fn(*args, **kwargs)
+
+    setattr(obj, name, wrapped)
+
+
+def kernel_times(prof, cuda):
+    """[(kernel name, microseconds, chain of enclosing op/range events)] of the profiled run.
+    CUDA: the device kernels (memcpy/memset included), each with the op that launched it;
+    CPU: every op's self CPU time (there the ops are the kernels), ranges and autograd nodes
+    left out so that nothing counts twice."""
+    from torch.autograd import DeviceType
+
+    events = prof.events()
+    # the ops and ranges the profiler records (a kernel's linked_correlation_id names one of them; the
+    # CUDA runtime's own CPU events, linked to them in turn, are left out)
+    cpu = {e.id: e for e in events if e.device_type == DeviceType.CPU and e.linked_correlation_id == 0}
+
+    def chain(e):
+        out = []
+        while e is not None:
+            out.append(e)
+            e = e.cpu_parent
+        return out
+
+    if cuda:
+        return [(e.name, e.time_range.elapsed_us(), chain(cpu.get(e.linked_correlation_id)))
+                for e in events if e.device_type == DeviceType.CUDA]
+    ops = [e for e in cpu.values() if "::" in e.name and not e.name.startswith(("autograd::", "pmlm::"))]
+    return [(e.name, e.self_cpu_time_total, chain(e)) for e in ops if e.self_cpu_time_total > 0]
+
+
+def categorize(name, chain, bias_seq):
+    """The named total a kernel belongs to. The bias's backward runs in autograd nodes that carry
+    the sequence number of the forward op they differentiate: those of ops in the bias's range."""
+    names = [name] + [e.name for e in chain]
+    if any(ATTENTION.search(n) for n in names):
+        return "attention"
+    if any(e.name == BIAS_RANGE or ("Backward" in e.name and e.sequence_nr in bias_seq) for e in chain):
+        return "relative bias"
+    if any(e.name.startswith(OPTIMIZER_RANGE) or e.name.startswith("Optimizer.") for e in chain):
+        return "optimizer"
+    if "memcpy" in name.lower() or (chain and chain[0].name == "aten::copy_") or name == "aten::copy_":
+        return "copies"
+    return "other"
+
+
+def profile_update(s, args, device, path, attention="sdpa"):
+    """One PMLM AE+PAR fp16 update under torch.profiler: its kernels by self time on the device
+    (CUDA kernels on a GPU; on a CPU, ops by self CPU time), each as a share of the MEASURED update
+    time (the median of timed updates without the profiler), and named totals (attention, relative
+    bias, optimizer, copies, other), so a regression names itself. Also the relative-position bias's
+    forward + backward timed alone at the update's shapes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from fairseq_pmlm.modules.attention_rule import TokenDescription
+
+    task, trainer = bench_pretrain.setup(args)
+    sample = bench_pretrain.full_length_batch(task.dataset("train"), s["batch"], s["length"])
+    update = bench_pretrain.time_updates(trainer, sample, s["warmup"], s["steps"])
+    transformer = trainer.model.transformer
+    for name in ("relative_bias", "distance_table"):
+        labelled(transformer, name, BIAS_RANGE)
+    for name in ("multiply_grads", "clip_grad_norm", "step", "zero_grad"):
+        labelled(trainer.optimizer, name, f"{OPTIMIZER_RANGE}.{name}")
+    cuda = device == "cuda"
+    n = min(3, s["steps"])  # a few updates, averaged: one alone is noisy on a shared machine
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        start = time.perf_counter()
+        for _ in range(n):
+            trainer.train_step([sample])
+        bench_pretrain.synchronize()
+        profiled = (time.perf_counter() - start) / n
+    bias_ranges = [e for e in prof.events() if e.name == BIAS_RANGE]
+    bias_seq = {e.sequence_nr for r in bias_ranges for e in prof.events()
+                if e.sequence_nr >= 0 and e.thread == r.thread and r.time_range.start <= e.time_range.start
+                and e.time_range.end <= r.time_range.end}
+    kernels = kernel_times(prof, cuda)
+    by_name, totals = {}, dict.fromkeys([c for c, _ in CATEGORIES], 0.0)
+    for name, us, chain in kernels:  # per update
+        calls, t = by_name.get(name, (0, 0.0))
+        by_name[name] = (calls + 1 / n, t + us / n)
+        totals[categorize(name, chain, bias_seq)] += us / n
+    total = sum(totals.values())
+    ms = 1000 * update
+
+    def share(us):
+        return f"{100 * us / 1e3 / ms:.1f}%"
+
+    what = ("CUDA kernels by self device time" if cuda else
+            "CPU ops by self CPU time (on a CPU the ops are the kernels: no device, no launches)")
+    lines = [f"one PMLM AE+PAR fp16 update ({attention} attention), the mean of {n} profiled: {what}; shares are "
+             f"of the measured update, {ms:.2f} ms (median of {s['steps']} unprofiled updates; profiled: "
+             f"{1000 * profiled:.1f} ms); kernels total {total / 1e3:.1f} ms = {share(total)}", "",
+             "| kernel | calls | ms | share |", "|---|---:|---:|---:|"]
+    for name, (calls, us) in sorted(by_name.items(), key=lambda kv: kv[1][1], reverse=True)[:15]:
+        short = name if len(name) <= 90 else name[:87] + "..."
+        lines.append(f"| {short.replace('|', '/')} | {calls:g} | {us / 1e3:.2f} | {share(us)} |")
+    lines += ["", "| total | ms | share | what |", "|---|---:|---:|---|"]
+    lines += [f"| {c} | {totals[c] / 1e3:.2f} | {share(totals[c])} | {why} |" for c, why in CATEGORIES]
+    lines.append(f"| all kernels | {total / 1e3:.2f} | {share(total)} | the rest of the update: "
+                 f"{'device idle (launch gaps, host work)' if cuda else 'Python and fairseq between ops'} |")
+    # the bias alone: the SDPA plan's bias of both blocks, forward + backward
+    ni = {k: v.to(next(transformer.parameters()).device) for k, v in sample["net_input"].items() if torch.is_tensor(v)}
+    q = TokenDescription(ni["kinds"], ni["steps"], ni["positions"])
+    P = sample["net_input"]["prefix_len"]
+    dtype = next(transformer.parameters()).dtype
+
+    def bias_pass():
+        ctx, app = q.columns(0, P), q.columns(P)
+        out = [transformer.attention_bias(ctx, ctx, dtype), transformer.attention_bias(app, q, dtype)]
+        torch.autograd.backward([b for b in out], [torch.ones_like(b) for b in out])
+
+    bias = bench_pretrain.time_updates(Namespace(train_step=lambda _: bias_pass()), sample, 1, s["steps"])
+    lines += ["", "relative-position bias of the SDPA path (forward + backward, both attention blocks, timed alone): "
+                  f"{1000 * bias:.2f} ms of a {ms:.1f} ms update = {100 * bias / update:.1f}% (target <= 3%)"]
+    text = "\n".join(lines)
+    with open(path, "w") as f:
+        f.write(text + "\n")
+    return text
