@@ -6,11 +6,12 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
 
-from cli import ENV, REPO
+from cli import ENV, REPO, run_main
 from nlu import pretrained, script, sentence
 from tiny_s2s import tiny_s2s
 
@@ -21,6 +22,14 @@ def ablate(*args, out):
     """ablate_objectives.sh ARGS --out OUT, pre-training flags for fairseq after --."""
     return subprocess.run(["bash", ABLATE, *map(str, args), "--out", str(out), "--", "--num-workers", "0"],
                           capture_output=True, text=True, env={**os.environ, **ENV}, cwd=REPO, timeout=600)
+
+
+def ablate_in_process(*args, out):
+    """The driver's main(ARGS) in this process (a refusal before any run: no ~3 s import each)."""
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    import ablate_objectives
+
+    return run_main(ablate_objectives.main, *args, "--out", out, "--", "--num-workers", "0")
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +109,7 @@ def test_bad_input_is_refused_in_one_line_before_anything_runs(toy, tmp_path_fac
                 new[new.index(flag) + 1] = value
             else:
                 new += [flag, value]
-        proc = ablate(*new, out=tmp_path / "x")
+        proc = ablate_in_process(*new, out=tmp_path / "x")
         assert proc.returncode == 2, proc.stdout[-2000:]
         assert len(proc.stderr.splitlines()) == 1 and message in proc.stderr, proc.stderr
         assert not (tmp_path / "x").exists()
@@ -133,7 +142,7 @@ def test_references_without_a_final_newline_are_counted_as_generate_sh_and_score
     new = list(args)
     new[new.index("--refs") + 1] = refs
     new[new.index("--init") + 1] = "random"  # refused at the next check, after --refs passed
-    proc = ablate(*new, out=tmp_path / "x")
+    proc = ablate_in_process(*new, out=tmp_path / "x")
     assert proc.returncode == 2 and "--init random needs --arch" in proc.stderr, proc.stderr
 
 
