@@ -36,7 +36,7 @@ forward_signals  # from here on: the facts runs and the step stop cleanly on Ctr
 [ -f "$DATA/train.idx" ] || die "no binarized train split in $DATA (run scripts/prepare_data.sh)"
 MODEL=()
 if [ "$INIT" = random ]; then
-  [[ " ${EXTRA[*]} " == *" --arch "* || " ${EXTRA[*]} " == *" --arch="* ]] || die "--init random needs --arch after --"
+  [ -n "$(extra_value --arch '')" ] || die "--init random needs --arch after --"
   resume_or_start "$SAVE" none pseudo_masked_lm
 else
   require_files "$INIT"

@@ -39,8 +39,11 @@ fi
 want=$( (echo "$origin"; cat "$REQ" "$ROOT/setup.py") | sha1sum | cut -d' ' -f1)
 # "deps|nodeps|skip SPEC" lines to install (scripts/lib/requirements_txt.py); python: the one to ask
 setup_plan() { "$1" "$ROOT/scripts/lib/requirements_txt.py" "$REQ" ${PMLM_WHEELS:+--wheels "$PMLM_WHEELS"}; }
-mapfile -t lines < <(setup_plan "$BASE")
-torch_pin=$(printf '%s\n' "${lines[@]}" | sed -n 's/^deps \(torch==.*\)/\1/p')
+lines=() torch_pin=''
+if [ -z "${PMLM_WHEELS-}" ]; then  # from an index: the pinned torch (a folder's plan is made below, once)
+  mapfile -t lines < <(setup_plan "$BASE")
+  torch_pin=$(printf '%s\n' "${lines[@]}" | sed -n 's/^deps \(torch==.*\)/\1/p')
+fi
 
 stale=1
 if [ "$(cat "$STAMP" 2> /dev/null)" = "$want" ]; then

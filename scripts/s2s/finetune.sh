@@ -40,7 +40,7 @@ INIT=() FACTS=()
 if [ "$PRE" != none ]; then
   FACTS=(INIT model-flags "$PRE" +)
 else
-  [[ " ${EXTRA[*]} " == *" --arch "* || " ${EXTRA[*]} " == *" --arch="* ]] ||
+  [ -n "$(extra_value --arch '')" ] ||
     die "--checkpoint none (random init) needs --arch after --"
 fi
 TRAIN=$DATA/train.source-target.source.idx
