@@ -33,6 +33,7 @@ import torch
 from bench_gpu_profile import profile_update
 from bench_pretrain import REPO
 
+from fairseq_pmlm.modules import flex_attention
 from fairseq_pmlm.modules.attention_rule import ORIGINAL
 
 SIZES = {
@@ -48,6 +49,21 @@ SIZES = {
 PEAK_FLOPS = [("H100 PCIe", 756e12), ("H100", 989e12), ("H200", 989e12), ("A100", 312e12)]
 ANCHOR = "stock roberta_base fp16, H100, batch 32 x 512: 225-240k tokens/s (earlier measurement)"
 COLUMNS = ["run", "precision", "time (ms)", "sequences/s", "tokens/s", "MFU", "peak memory (GiB)", "ratio"]
+
+
+def progress(message):
+    """One line on stderr as each measurement ends: bench_gpu.sh shows them live, and a run cut
+    short (a machine's time limit) keeps the rows it finished."""
+    print(f"bench_gpu: {message}", file=sys.stderr, flush=True)
+
+
+def attention_ran(calls_before):
+    """Which attention path the last measurement ran: flex only if it served calls (auto takes SDPA
+    where attention dropout is on; a flex that failed to compile fell back to SDPA)."""
+    if flex_attention.calls() > calls_before:
+        return "flex"
+    failed = flex_attention.failure()
+    return "SDPA" if failed is None else f"SDPA (flex failed: {type(failed).__name__})"
 
 
 def device_info(peak_tflops):
@@ -141,7 +157,10 @@ def attention_args(attention):
     return ["--attention-impl", attention] + (["--attention-dropout", "0"] if attention == "flex" else [])
 
 
-FLEX_NOTE = ", flex attention, no attention dropout"
+def row_name(what, m, flex_asked):
+    """A row's name with the attention path it measured ran (flex asked for: trained without attention
+    dropout, which flex lacks; on the CPU, which has no flex backward, the model falls back to SDPA)."""
+    return f"{what} (unilmv2_base), {m['attention']} attention" + (", no attention dropout" if flex_asked else "")
 
 
 def pretraining_rows(a, s, work, device, peak):
@@ -149,13 +168,11 @@ def pretraining_rows(a, s, work, device, peak):
     common, precision_args = common_args(s, data, device)
     main = "flex" if a.attention == "flex" else "auto" if a.attention == "both" else a.attention
     pmlm = pmlm_args("ae+par") + attention_args(main)
-    # the CPU has no flex backward: there the flex rows train on SDPA (the model's own fallback)
-    flex_note = FLEX_NOTE + (" (SDPA on the CPU)" if device == "cpu" else "")
-    note = flex_note if main == "flex" else ""
     roberta = ["--task", "masked_lm", "--arch", "roberta_base", "--criterion", "masked_lm",
                "--sample-break-mode", "none"]
 
-    def measure(argv, make_batches, steps):
+    def measure(label, argv, make_batches, steps):
+        calls = flex_attention.calls()
         task, trainer = bench_pretrain.setup(common + argv)
         batches, extra = make_batches(task)
         if device == "cuda":
@@ -171,8 +188,11 @@ def pretraining_rows(a, s, work, device, peak):
         del trainer, task
         if device == "cuda":
             torch.cuda.empty_cache()
-        return dict(sec=sec, seqs=s["batch"] / sec, tokens=processed / sec, mfu=flops / sec / peak if peak else None,
-                    memory=memory, first=first, extra=extra)
+        m = dict(sec=sec, seqs=s["batch"] / sec, tokens=processed / sec, mfu=flops / sec / peak if peak else None,
+                 memory=memory, first=first, extra=extra, attention=attention_ran(calls))
+        progress(f"{label}: {1000 * sec:.1f} ms/update, {m['seqs']:,.1f} sequences/s, attention {m['attention']}"
+                 + (f", peak {memory:.2f} GiB" if memory is not None else ""))
+        return m
 
     def pmlm_batch(task):
         return bench_pretrain.full_length_batch(task.dataset("train"), s["batch"], s["length"]), None
@@ -183,33 +203,43 @@ def pretraining_rows(a, s, work, device, peak):
         assert sample["net_input"]["src_tokens"].shape == (s["batch"], s["length"])
         return sample, None
 
-    rob = measure(roberta + precision_args["fp16"], roberta_batch, s["steps"])
-    fp16 = measure(pmlm + precision_args["fp16"], pmlm_batch, s["steps"])
-    bf16 = measure(pmlm + precision_args["bf16 autocast"], pmlm_batch, s["steps"])
-    ae = measure(pmlm_args("ae") + attention_args(main) + precision_args["fp16"], pmlm_batch, s["steps"])
+    rob = measure("roberta_base fp16", roberta + precision_args["fp16"], roberta_batch, s["steps"])
+    fp16 = measure("PMLM AE+PAR fp16", pmlm + precision_args["fp16"], pmlm_batch, s["steps"])
+    bf16 = measure("PMLM AE+PAR bf16 autocast", pmlm + precision_args["bf16 autocast"], pmlm_batch, s["steps"])
+    ae = measure("PMLM AE fp16", pmlm_args("ae") + attention_args(main) + precision_args["fp16"], pmlm_batch,
+                 s["steps"])
 
     def naive(task):
         sample, _ = pmlm_batch(task)
         return naive_batches(sample, task.source_dictionary.pad(), s["batch"])
 
-    nv = measure(pmlm + precision_args["fp16"], naive, max(1, s["steps"] // 3))
+    nv = measure("naive fp16", pmlm + precision_args["fp16"], naive, max(1, s["steps"] // 3))
     per_example = nv["extra"] / s["batch"]
     flex = []
-    if a.attention == "both":  # the flex path against the rows' default path, same batch
-        fx = measure(pmlm_args("ae+par") + attention_args("flex") + precision_args["fp16"], pmlm_batch, s["steps"])
-        flex = [(f"PMLM AE+PAR (unilmv2_base){flex_note}", "fp16", fx,
-                 f"{fx['seqs'] / fp16['seqs']:.2f}x PMLM fp16's sequences/s, "
-                 f"{fx['seqs'] / rob['seqs']:.2f}x roberta's")]
+    if a.attention == "both":  # the flex path against the rows' default path, same batches
+        pmlm_flex = pmlm_args("ae+par") + attention_args("flex")
+        fx = measure("PMLM AE+PAR fp16, flex", pmlm_flex + precision_args["fp16"], pmlm_batch, s["steps"])
+        fx_ae = measure("PMLM AE fp16, flex", pmlm_args("ae") + attention_args("flex") + precision_args["fp16"],
+                        pmlm_batch, s["steps"])
+        fx_bf16 = measure("PMLM AE+PAR bf16 autocast, flex", pmlm_flex + precision_args["bf16 autocast"],
+                          pmlm_batch, s["steps"])
+        flex = [(row_name("PMLM AE+PAR", fx, True), "fp16", fx,
+                 f"{fx['seqs'] / rob['seqs']:.2f}x roberta's sequences/s, {fx['seqs'] / fp16['seqs']:.2f}x the "
+                 "row with dropout"),
+                (row_name("PMLM AE only", fx_ae, True), "fp16", fx_ae, f"{fx_ae['seqs'] / rob['seqs']:.2f}x roberta's"),
+                (row_name("PMLM AE+PAR", fx_bf16, True), "bf16 autocast", fx_bf16,
+                 f"{fx_bf16['seqs'] / fx['seqs']:.2f}x its fp16 row")]
+    flex_asked = main == "flex"
     return [
         ("fairseq roberta_base masked_lm", "fp16", rob, "reference for the pre-training rows"),
-        (f"PMLM AE+PAR (unilmv2_base){note}", "fp16", fp16,
+        (row_name("PMLM AE+PAR", fp16, flex_asked), "fp16", fp16,
          f"{fp16['seqs'] / rob['seqs']:.2f}x roberta's sequences/s (target >= 1)"),
-        (f"PMLM AE+PAR (unilmv2_base){note}", "bf16 autocast", bf16,
+        (row_name("PMLM AE+PAR", bf16, flex_asked), "bf16 autocast", bf16,
          f"{bf16['seqs'] / fp16['seqs']:.2f}x PMLM fp16's sequences/s (target >= 1)"),
-        (f"PMLM AE only (unilmv2_base){note}", "fp16", ae,
+        (row_name("PMLM AE only", ae, flex_asked), "fp16", ae,
          f"{ae['seqs'] / rob['seqs']:.2f}x roberta's sequences/s (target >= 1.2)"),
-        (f"naive: one cloze instance per factorization step ({per_example:.1f} per example)", "fp16", nv,
-         f"PMLM fp16 is {fp16['seqs'] / nv['seqs']:.1f}x faster"),
+        (f"naive: one cloze instance per factorization step ({per_example:.1f} per example), {nv['attention']} "
+         "attention", "fp16", nv, f"PMLM fp16 is {fp16['seqs'] / nv['seqs']:.1f}x faster"),
     ] + flex
 
 
@@ -229,6 +259,7 @@ def decoding_rows(s, device):
         sec = bench_generate.time_generation(model, d, sample, g)
         out[name] = dict(sec=sec, seqs=g.sentences / sec, tokens=g.sentences * g.target_len / sec, mfu=None,
                          memory=torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None)
+        progress(f"decoding {name}: {1000 * sec:.1f} ms per sentence")
         del model
     shape = f"source {g.source_len}, {g.target_len} steps, beam {g.beam}"
     return [
@@ -260,7 +291,7 @@ def main(argv=None):
     p.add_argument("--attention", choices=["auto", "sdpa", "flex", "both"], default="auto",
                    help="PMLM's attention path: auto (the model's default: flex on CUDA where it can, which in "
                         "training means without attention dropout, else SDPA), sdpa, flex (trained without "
-                        "attention dropout, which flex lacks), both (the auto rows plus a flex AE+PAR row)")
+                        "attention dropout, which flex lacks), both (the auto rows plus flex rows; --profile: both paths)")
     a = p.parse_args(argv)
     s = SIZES["smoke" if a.smoke else "base"]
     device, name, peak = device_info(a.peak_tflops)
@@ -272,11 +303,19 @@ def main(argv=None):
     try:
         rows = pretraining_rows(a, s, work, device, peak) + decoding_rows(s, device)
         profiled = None
-        if a.profile:
-            attention = "flex" if a.attention == "both" else a.attention
+        if a.profile:  # both: the default path (SDPA under the paper's attention dropout) and flex
             common, precision_args = common_args(s, os.path.join(work, "bin"), device)
-            profiled = profile_update(s, common + pmlm_args("ae+par") + precision_args["fp16"]
-                                      + attention_args(attention), device, a.profile, attention)
+            parts = []
+            paths = ["auto", "flex"] if a.attention == "both" else [a.attention]
+            for attention in paths:
+                calls = flex_attention.calls()
+                parts.append(profile_update(s, common + pmlm_args("ae+par") + precision_args["fp16"]
+                                            + attention_args(attention), device,
+                                            lambda: attention_ran(calls)))
+                progress(f"profile {len(parts)} of {len(paths)} done")
+            profiled = "\n\n".join(parts)
+            with open(a.profile, "w") as f:
+                f.write(profiled + "\n")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     mfu = f"MFU against {peak / 1e12:.0f} TFLOP/s" if peak else "MFU: no known peak for this device (--peak-tflops)"

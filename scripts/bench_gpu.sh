@@ -37,10 +37,11 @@ if [ -n "$WHEELS" ] || ! python -c "import torch, fairseq, fairseq_pmlm" > /dev/
   source scripts/setup_env.sh
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-# fairseq logs every step to stdout: keep it out of the table, but show it if the run fails
+# fairseq logs every step to stdout: keep it out of the table, but show it if the run fails; the
+# script's own progress lines (one per measured row) show live on stderr
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-if ! python scripts/bench_gpu.py ${args[@]+"${args[@]}"} > "$log" 2>&1; then
+if ! python scripts/bench_gpu.py ${args[@]+"${args[@]}"} 2>&1 | tee "$log" | { grep --line-buffered '^bench_gpu: ' >&2 || true; }; then
   tail -40 "$log" >&2
   echo "bench_gpu.sh: error: scripts/bench_gpu.py failed (log above)" >&2
   exit 1

@@ -77,12 +77,13 @@ def categorize(name, chain, bias_seq):
     return "other"
 
 
-def profile_update(s, args, device, path, attention="sdpa"):
+def profile_update(s, args, device, attention_ran):
     """One PMLM AE+PAR fp16 update under torch.profiler: its kernels by self time on the device
     (CUDA kernels on a GPU; on a CPU, ops by self CPU time), each as a share of the MEASURED update
     time (the median of timed updates without the profiler), and named totals (attention, relative
     bias, optimizer, copies, other), so a regression names itself. Also the relative-position bias's
-    forward + backward timed alone at the update's shapes."""
+    forward + backward timed alone at the update's shapes. ``attention_ran()``: the attention path the
+    timed updates ran, for the title. Returns the text (markdown)."""
     from torch.profiler import ProfilerActivity, profile
 
     from fairseq_pmlm.modules.attention_rule import TokenDescription
@@ -90,6 +91,7 @@ def profile_update(s, args, device, path, attention="sdpa"):
     task, trainer = bench_pretrain.setup(args)
     sample = bench_pretrain.full_length_batch(task.dataset("train"), s["batch"], s["length"])
     update = bench_pretrain.time_updates(trainer, sample, s["warmup"], s["steps"])
+    attention = attention_ran()
     transformer = trainer.model.transformer
     for name in ("relative_bias", "distance_table"):
         labelled(transformer, name, BIAS_RANGE)
@@ -146,7 +148,4 @@ def profile_update(s, args, device, path, attention="sdpa"):
     bias = bench_pretrain.time_updates(Namespace(train_step=lambda _: bias_pass()), sample, 1, s["steps"])
     lines += ["", "relative-position bias of the SDPA path (forward + backward, both attention blocks, timed alone): "
                   f"{1000 * bias:.2f} ms of a {ms:.1f} ms update = {100 * bias / update:.1f}% (target <= 3%)"]
-    text = "\n".join(lines)
-    with open(path, "w") as f:
-        f.write(text + "\n")
-    return text
+    return "\n".join(lines)

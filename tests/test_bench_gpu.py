@@ -30,7 +30,7 @@ def output(tmp_path_factory):
     proc = subprocess.run(["bash", "scripts/bench_gpu.sh", "--smoke", "--profile", str(profile)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return proc.stdout, profile.read_text()
+    return proc.stdout, profile.read_text(), proc.stderr
 
 
 def parse(output):
@@ -50,7 +50,7 @@ def number(cell):
 
 
 def test_prints_device_commit_and_one_table_of_the_seven_comparisons(output):
-    output, _ = output
+    output = output[0]
     first = output.strip().splitlines()[0]
     assert first.startswith("device: ") and re.search(r"commit: [0-9a-f]{7,}", first), first
     header, rows = parse(output)
@@ -90,7 +90,7 @@ def test_tokens_count_the_appended_tokens_and_the_naive_copies(output):
 
 
 def test_profile_gives_kernels_only_as_shares_of_the_measured_update_with_named_totals(output):
-    text, profile = output
+    text, profile, _ = output
     assert profile.strip() in text  # printed and written
     assert "CPU ops by self CPU time" in profile  # on a CPU the ops are the kernels, and it says so
     update = float(re.search(r"shares are of the measured update, ([\d.]+) ms", profile).group(1))
@@ -113,3 +113,16 @@ def test_profile_gives_kernels_only_as_shares_of_the_measured_update_with_named_
         assert share == pytest.approx(100 * t / update, abs=0.1)
     m = re.search(r"relative-position bias .*: ([\d.]+) ms of a ([\d.]+) ms update = ([\d.]+)%", profile)
     assert m and float(m.group(3)) == pytest.approx(100 * float(m.group(1)) / float(m.group(2)), abs=0.06)
+
+
+def test_each_measurement_shows_a_progress_line_and_each_row_names_the_attention_path_it_ran(output):
+    """A run cut short (a GPU machine's time limit) still shows the rows it finished, and a row never
+    claims the flex path when the model fell back to SDPA (the CPU has no flex backward)."""
+    stdout, _, stderr = output
+    lines = [line for line in stderr.splitlines() if line.startswith("bench_gpu: ") and "profile" not in line]
+    assert len(lines) == len(ROWS), stderr  # five pre-training measurements, two decodings
+    assert "bench_gpu: profile 1 of 1 done" in stderr
+    assert all("ms/update" in line for line in lines[:5]) and all("per sentence" in line for line in lines[5:])
+    _, rows = parse(stdout)
+    for row in rows[1:4]:
+        assert "SDPA attention" in row[0], row

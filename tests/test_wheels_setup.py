@@ -107,7 +107,7 @@ def gpu_image(tmp_path_factory):
 def test_bench_gpu_sets_up_from_the_wheels_and_runs_on_a_venv_python_first_on_path(gpu_image):
     machine, wheels, repo, bench = gpu_image
     assert bench.returncode == 0, bench.stdout[-3000:] + bench.stderr[-3000:]
-    assert "| PMLM AE+PAR (unilmv2_base) | fp16 |" in bench.stdout
+    assert "| PMLM AE+PAR (unilmv2_base), SDPA attention | fp16 |" in bench.stdout
     probe = on_machine(machine, [str(repo / ".venv/bin/python"), "-c",
                                  "import importlib.util as u, os, torch, fairseq, matplotlib;"
                                  "print(os.path.realpath(torch.__file__), u.find_spec('pytest') is None)"], repo)

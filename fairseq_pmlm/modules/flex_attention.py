@@ -36,8 +36,18 @@ CUDA_KERNEL_OPTIONS = {
 }
 
 # the compiled function, the failure that turned flex off (None: none yet), the input shapes whose
-# backward has compiled
-_state = {"compiled": None, "failure": None, "backward_checked": set()}
+# backward has compiled, the calls flex served (benchmarks report which path ran)
+_state = {"compiled": None, "failure": None, "backward_checked": set(), "calls": 0}
+
+
+def calls():
+    """How many attention calls flex has served in this process."""
+    return _state["calls"]
+
+
+def failure():
+    """The error that turned flex off in this process, or None."""
+    return _state["failure"]
 
 
 def available():
@@ -131,6 +141,7 @@ class FlexPlan:
             logger.warning("flex attention failed on this machine, using SDPA for the rest of the run: %s: %s",
                            type(e).__name__, str(e).splitlines()[0] if str(e) else "")
             return None
+        _state["calls"] += 1
         return y[:, :, : self.length] if pad else y
 
     def _check_backward(self, q, k, v):
