@@ -291,7 +291,7 @@ def main(argv=None):
     p.add_argument("--attention", choices=["auto", "sdpa", "flex", "both"], default="auto",
                    help="PMLM's attention path: auto (the model's default: flex on CUDA where it can, which in "
                         "training means without attention dropout, else SDPA), sdpa, flex (trained without "
-                        "attention dropout, which flex lacks), both (the auto rows plus flex rows; --profile: both paths)")
+                        "attention dropout, which flex lacks), both (the auto rows plus flex rows; --profile: both)")
     a = p.parse_args(argv)
     s = SIZES["smoke" if a.smoke else "base"]
     device, name, peak = device_info(a.peak_tflops)
@@ -311,7 +311,7 @@ def main(argv=None):
                 calls = flex_attention.calls()
                 parts.append(profile_update(s, common + pmlm_args("ae+par") + precision_args["fp16"]
                                             + attention_args(attention), device,
-                                            lambda: attention_ran(calls)))
+                                            lambda calls=calls: attention_ran(calls)))
                 progress(f"profile {len(parts)} of {len(paths)} done")
             profiled = "\n\n".join(parts)
             with open(a.profile, "w") as f:
