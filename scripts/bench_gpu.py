@@ -177,7 +177,8 @@ def pretraining_rows(a, s, work, device, peak):
         batches, extra = make_batches(task)
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
-        sec = bench_pretrain.time_updates(trainer, batches, s["warmup"], steps)
+        with bench_pretrain.peak_memory_kept():
+            sec = bench_pretrain.time_updates(trainer, batches, s["warmup"], steps)
         memory = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
         first = batches[0] if isinstance(batches, list) else batches
         vocab = len(task.source_dictionary)

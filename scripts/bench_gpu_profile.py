@@ -44,9 +44,10 @@ def kernel_times(prof, cuda):
     from torch.autograd import DeviceType
 
     events = prof.events()
-    # the ops and ranges the profiler records (a kernel's linked_correlation_id names one of them; the
-    # CUDA runtime's own CPU events, linked to them in turn, are left out)
-    cpu = {e.id: e for e in events if e.device_type == DeviceType.CPU and e.linked_correlation_id == 0}
+    # the ops and ranges the profiler records, without the CUDA runtime's own CPU events (torch >= 2.12
+    # links those to an op through linked_correlation_id; torch 2.11 has no such field and lists them apart)
+    cpu = [e for e in events if e.device_type == DeviceType.CPU and not e.is_async
+           and getattr(e, "linked_correlation_id", 0) == 0]
 
     def chain(e):
         out = []
@@ -56,9 +57,14 @@ def kernel_times(prof, cuda):
         return out
 
     if cuda:
-        return [(e.name, e.time_range.elapsed_us(), chain(cpu.get(e.linked_correlation_id)))
-                for e in events if e.device_type == DeviceType.CUDA]
-    ops = [e for e in cpu.values() if "::" in e.name and not e.name.startswith(("autograd::", "pmlm::"))]
+        # every torch since 1.x hangs each device kernel on the op that launched it (FunctionEvent.kernels);
+        # a kernel no op claims (none seen so far) still counts, with no chain, so the total stays whole
+        found = [(k.name, k.duration, chain(e)) for e in cpu for k in e.kernels
+                 if not (e.is_legacy and k.name == e.name)]  # an op's own time as a "kernel": the legacy fallback
+        device = sum(e.time_range.elapsed_us() for e in events if e.device_type == DeviceType.CUDA)
+        claimed = sum(us for _, us, _ in found)
+        return found + ([("(kernels no op launched)", device - claimed, [])] if device - claimed > 1 else [])
+    ops = [e for e in cpu if "::" in e.name and not e.name.startswith(("autograd::", "pmlm::"))]
     return [(e.name, e.self_cpu_time_total, chain(e)) for e in ops if e.self_cpu_time_total > 0]
 
 

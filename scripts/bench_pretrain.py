@@ -8,6 +8,7 @@ markdown table; paste it into docs/BENCHMARKS.md with the machine and commit.
     python scripts/bench_pretrain.py [--layers 4 --dim 256 --heads 4 --batch 8 --length 512]
 """
 import argparse
+import contextlib
 import os
 import platform
 import shutil
@@ -62,6 +63,18 @@ def time_updates(trainer, sample, warmup, steps):
         synchronize()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+@contextlib.contextmanager
+def peak_memory_kept():
+    """fairseq's Trainer resets CUDA's peak-memory counter at the end of every update (it logs gb_free):
+    while a bench reads the peak of its updates, that reset is a no-op."""
+    reset = torch.cuda.reset_peak_memory_stats
+    torch.cuda.reset_peak_memory_stats = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        torch.cuda.reset_peak_memory_stats = reset
 
 
 def synchronize():

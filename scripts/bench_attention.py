@@ -1,0 +1,144 @@
+#!/usr/bin/env python
+"""PMLM's attention alone, on one real pre-training batch: the 12 layers' attention calls of one
+update (their q/k/v/out projections included), forward + backward, with the plan (mask and
+relative bias) built once as the model builds it. Variants say where the time goes:
+
+  sdpa            the SDPA plan: two fused calls per layer over a bias that needs a gradient
+  sdpa, no bias   the same plan with the bias left out (the mask only): the bias gradient's cost
+  flex            the flex plan (one call per layer, block mask, the bias as a score_mod)
+  flex, table detached / no score_mod / other kernel options: its parts
+
+    python scripts/bench_attention.py [--smoke] [--steps 10]
+
+Prints one markdown table (device, commit). ``--smoke``: tiny sizes on the CPU, SDPA rows only
+(the CPU's flex has no backward)."""
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import bench_pretrain
+import torch
+import torch.nn.functional as F
+from bench_gpu import SIZES, commit, common_args, device_info, pmlm_args
+
+from fairseq_pmlm.modules import flex_attention
+from fairseq_pmlm.modules.attention_rule import TokenDescription
+
+# kernel options tried besides the module's own (fwd: query x key block; bwd: dK/dV pass M1 x N1, dQ pass M2 x N2)
+OTHER_OPTIONS = {
+    "fwd 128x64, 3 stages; bwd 64x128 / 128x64, 2 stages": {
+        "fwd_BLOCK_M": 128, "fwd_BLOCK_N": 64, "fwd_num_stages": 3,
+        "bwd_BLOCK_M1": 64, "bwd_BLOCK_N1": 128, "bwd_BLOCK_M2": 128, "bwd_BLOCK_N2": 64, "bwd_num_stages": 2},
+    "fwd 128x128, 2 stages; bwd 64x64 / 64x64, 2 stages": {
+        "fwd_BLOCK_M": 128, "fwd_BLOCK_N": 128, "fwd_num_stages": 2,
+        "bwd_BLOCK_M1": 64, "bwd_BLOCK_N1": 64, "bwd_BLOCK_M2": 64, "bwd_BLOCK_N2": 64, "bwd_num_stages": 2},
+}
+
+
+def timed(fn, warmup, steps):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(steps):
+        bench_pretrain.synchronize()
+        t = time.perf_counter()
+        fn()
+        bench_pretrain.synchronize()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU, SDPA rows only")
+    p.add_argument("--steps", type=int, default=10)
+    a = p.parse_args(argv)
+    s = SIZES["smoke" if a.smoke else "base"]
+    device, name, _ = device_info(None)
+    if device == "cpu" and not a.smoke:
+        sys.exit("bench_attention.py: error: no CUDA device; use --smoke for the CPU check")
+    work = tempfile.mkdtemp(prefix="bench_attention_")
+    try:
+        common, precision = common_args(s, bench_pretrain.binarize(work, vocab=s["vocab"], docs=s["docs"]), device)
+        task, trainer = bench_pretrain.setup(common + pmlm_args("ae+par") + precision["fp16"])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    sample = bench_pretrain.full_length_batch(task.dataset("train"), s["batch"], s["length"])
+    ni = sample["net_input"]
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    model = trainer.model.transformer.to(dtype)
+    desc = TokenDescription(*(ni[k].to(device) for k in ("kinds", "steps", "positions")))
+    B, T = desc.kinds.shape
+    x = torch.randn(B, T, s["dim"], device=device, dtype=dtype, requires_grad=True)
+    attns = [layer.attn for layer in model.layers]
+
+    def run(make_plan):
+        def update():
+            plan = make_plan()
+            y = x
+            for attn in attns:
+                y = attn(y, plan)[0]
+            y.float().sum().backward()
+        return update
+
+    def sdpa(bias=True):
+        def make():
+            plan = model.attention_plan(desc, desc, dtype, ni["prefix_len"])
+            return plan if bias else [b._replace(bias=b.bias.isfinite()) for b in plan]
+        return make
+
+    def flex(detach=False, score_mod=True):
+        def make():
+            plan = model.flex_plan(desc, dtype, ni["prefix_len"])
+            if detach or not score_mod:
+                table = model.distance_table(model.shape.max_positions, device).detach()
+                positions = F.pad(desc.positions, (0, plan.padded - T))
+                plan.score_mod = flex_attention.score_mod_of(table, positions) if score_mod else None
+            return plan
+        return make
+
+    model.train()
+    for attn in attns:
+        attn.dropout = 0.0  # flex has none: every row without it, so they compare
+    rows = [("sdpa (the plan with the relative bias, which needs a gradient)", sdpa()),
+            ("sdpa, no bias (mask only)", sdpa(bias=False))]
+    if device == "cuda":
+        rows += [("flex (the module's kernel options)", flex()),
+                 ("flex, table detached (no bias gradient)", flex(detach=True)),
+                 ("flex, no score_mod (mask only)", flex(score_mod=False))]
+        rows += [(f"flex, {label}", (label, options)) for label, options in OTHER_OPTIONS.items()]
+    out = []
+    for label, make in rows:
+        if isinstance(make, tuple):  # other kernel options: recompile with them
+            flex_attention.CUDA_KERNEL_OPTIONS.clear()
+            flex_attention.CUDA_KERNEL_OPTIONS.update(make[1])
+            torch._dynamo.reset()
+            flex_attention._state["compiled"] = None
+            flex_attention._state["backward_checked"].clear()
+            make = flex()
+        calls, start = flex_attention.calls(), time.perf_counter()
+        try:
+            ms = 1000 * timed(run(make), 2, a.steps)
+            ran = "flex" if flex_attention.calls() > calls else "SDPA"
+        except Exception as e:  # noqa: BLE001 - a variant that does not compile is a row, not the end
+            ms, ran = None, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"
+        if flex_attention.failure() is not None and ran == "SDPA" and "flex" in label:
+            ran = f"SDPA (flex failed: {type(flex_attention.failure()).__name__})"
+            flex_attention._state["failure"] = None
+        took = time.perf_counter() - start
+        out.append((label, ms, ran))
+        print(f"bench_attention: {label}: {'-' if ms is None else f'{ms:.1f} ms'} ({ran}; {took:.0f} s with compiling)",
+              file=sys.stderr, flush=True)
+    print(f"\ndevice: {name}; commit: {commit()}; torch {torch.__version__}; {s['layers']} layers' attention "
+          f"(q/k/v/out projections included), batch {B} x {T} tokens ({ni['prefix_len']} context), "
+          f"{s['heads']} heads, fp16 on CUDA; forward + backward, median of {a.steps}\n")
+    print("| variant | ms | ran |\n|---|---:|---|")
+    for label, ms, ran in out:
+        print(f"| {label} | {'-' if ms is None else f'{ms:.2f}'} | {ran} |")
+
+
+if __name__ == "__main__":
+    main()
