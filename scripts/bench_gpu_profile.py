@@ -58,10 +58,14 @@ def kernel_times(prof, cuda):
 
     if cuda:
         # every torch since 1.x hangs each device kernel on the op that launched it (FunctionEvent.kernels);
-        # a kernel no op claims (none seen so far) still counts, with no chain, so the total stays whole
+        # a kernel no op claims still counts, with no chain, so the total stays whole. The device timeline
+        # also repeats each profiler range (fairseq's "forward", ...) as a span over its kernels: those carry
+        # a CPU event's name, never a kernel's, and are not kernels
         found = [(k.name, k.duration, chain(e)) for e in cpu for k in e.kernels
                  if not (e.is_legacy and k.name == e.name)]  # an op's own time as a "kernel": the legacy fallback
-        device = sum(e.time_range.elapsed_us() for e in events if e.device_type == DeviceType.CUDA)
+        ranges = {e.name for e in cpu}
+        device = sum(e.time_range.elapsed_us() for e in events
+                     if e.device_type == DeviceType.CUDA and e.name not in ranges)
         claimed = sum(us for _, us, _ in found)
         return found + ([("(kernels no op launched)", device - claimed, [])] if device - claimed > 1 else [])
     ops = [e for e in cpu if "::" in e.name and not e.name.startswith(("autograd::", "pmlm::"))]

@@ -87,7 +87,7 @@ def binarize(work, vocab=2000, docs=64):
     """A random corpus in ``work``, binarized by fairseq-preprocess; returns the data dir."""
     make_corpus(os.path.join(work, "train.txt"), docs=docs, vocab=vocab)
     subprocess.run(
-        ["fairseq-preprocess", "--only-source", "--trainpref", f"{work}/train.txt",
+        [sys.executable, "-m", "fairseq_cli.preprocess", "--only-source", "--trainpref", f"{work}/train.txt",
          "--destdir", f"{work}/bin", "--workers", "1"],
         check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
