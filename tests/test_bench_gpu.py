@@ -126,3 +126,15 @@ def test_each_measurement_shows_a_progress_line_and_each_row_names_the_attention
     _, rows = parse(stdout)
     for row in rows[1:4]:
         assert "SDPA attention" in row[0], row
+
+
+def test_bench_attention_smoke_prints_the_sdpa_rows_with_the_bias_costing_time(capsys, monkeypatch):
+    """``scripts/bench_attention.py --smoke`` (in-process): its SDPA rows on the CPU (flex rows are CUDA-only)."""
+    monkeypatch.syspath_prepend(os.path.join(REPO, "scripts"))
+    import bench_attention
+
+    bench_attention.main(["--smoke", "--steps", "1"])
+    out = capsys.readouterr().out
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| ")]
+    assert rows[0] == ["variant", "ms", "ran"] and [r[0][:4] for r in rows[1:]] == ["sdpa", "sdpa"], out
+    assert all(number(r[1]) > 0 and r[2] == "SDPA" for r in rows[1:]), out

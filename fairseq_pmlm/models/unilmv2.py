@@ -40,9 +40,10 @@ class UniLMv2Config(FairseqDataclass, TransformerShape):
     )
     attention_impl: ChoiceEnum(["auto", "flex", "sdpa", "reference"]) = field(
         default="auto",
-        metadata={"help": "auto: flex attention on CUDA where it can (one call per layer, no attention dropout "
-                          "in training), else sdpa; flex: also the CPU's forward without gradient; sdpa: PyTorch "
-                          "fused attention; reference: explicit softmax (for checks)"},
+        metadata={"help": "auto: flex attention on CUDA without gradient (validation, scoring; its backward is "
+                          "slower than sdpa's), else sdpa; flex: flex wherever it can run (training without "
+                          "attention dropout; on the CPU, forward only); sdpa: PyTorch fused attention; "
+                          "reference: explicit softmax (for checks)"},
     )
     # a model option, not a task one: the cfg.model a checkpoint records is what fairseq-generate,
     # the hub and the exporter rebuild the decoder from (the task's cfg comes from the command line)
