@@ -36,8 +36,9 @@ CUDA_KERNEL_OPTIONS = {
 }
 
 # the compiled function, the failure that turned flex off (None: none yet), the input shapes whose
-# backward has compiled, the calls flex served (benchmarks report which path ran)
-_state = {"compiled": None, "failure": None, "backward_checked": set(), "calls": 0}
+# backward has compiled, the calls flex served (benchmarks report which path ran), whether the CPU's
+# compiled kernel passed its probe
+_state = {"compiled": None, "failure": None, "backward_checked": set(), "calls": 0, "cpu_probed": False}
 
 
 def calls():
@@ -70,6 +71,34 @@ def _compiled():
         # a dynamic-shape recompile does not compile in torch 2.13 (cur_kvSplitSize9 undeclared)
         _state["compiled"] = torch.compile(flex_attention, dynamic=False)
     return _state["compiled"]
+
+
+class WrongResults(RuntimeError):
+    """The compiled kernel ran but its output is not attention's (see ``probe_cpu``)."""
+
+
+def probe_cpu():
+    """torch 2.13's compiled CPU flex gives wrong results on some CPUs: under ATEN_CPU_CAPABILITY=avx2
+    (an AVX2-only CPU's kernels) any score_mod or block mask is off by 1-3, while plain attention is
+    right. Before the CPU path's first call, one small case with both against SDPA; raises
+    ``WrongResults`` where they differ (the caller falls back as for any failure)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    g = torch.Generator().manual_seed(0)
+    T = ALIGN
+    q, k, v = (torch.randn(1, 2, T, 16, generator=g) for _ in range(3))
+    table = torch.randn(2, 2 * T - 1, generator=g)
+    distance = torch.arange(T)[None, :] - torch.arange(T)[:, None] + T - 1
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=table[:, distance].masked_fill(~causal, float("-inf")))
+    block_mask = create_block_mask(lambda b, h, qi, ki: ki <= qi, None, None, T, T, device="cpu", BLOCK_SIZE=ALIGN)
+    got = _compiled()(q, k, v, score_mod=lambda score, b, h, qi, ki: score + table[h, ki - qi + T - 1],
+                      block_mask=block_mask)
+    error = float((got - want).abs().max())
+    if not error < 1e-4:
+        raise WrongResults(f"compiled flex_attention gives wrong results on this CPU (max error {error:.3g} "
+                           "against SDPA on a probe; torch's CPU kernel for this instruction set)")
+    _state["cpu_probed"] = True
 
 
 def padded(length):
@@ -130,6 +159,9 @@ class FlexPlan:
         if pad:
             q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
         try:
+            if not q.is_cuda and not _state["cpu_probed"]:
+                with torch.no_grad():
+                    probe_cpu()
             y = _compiled()(q, k, v, score_mod=self.score_mod, block_mask=self.block_mask,
                             kernel_options=self.kernel_options)
             if y.requires_grad and (q.shape, q.dtype) not in _state["backward_checked"]:
