@@ -5,6 +5,7 @@ relative bias) built once as the model builds it. Variants say where the time go
 
   sdpa            the SDPA plan: two fused calls per layer over a bias that needs a gradient
   sdpa, no bias   the same plan with the bias left out (the mask only): the bias gradient's cost
+  forward only    without gradient (validation, scoring: where "auto" takes flex on CUDA)
   flex            the flex plan (one call per layer, block mask, the bias as a score_mod)
   flex, table detached / no score_mod / other kernel options: its parts
 
@@ -75,13 +76,15 @@ def main(argv=None):
     x = torch.randn(B, T, s["dim"], device=device, dtype=dtype, requires_grad=True)
     attns = [layer.attn for layer in model.layers]
 
-    def run(make_plan):
+    def run(make_plan, backward=True):
         def update():
-            plan = make_plan()
-            y = x
-            for attn in attns:
-                y = attn(y, plan)[0]
-            y.float().sum().backward()
+            with torch.set_grad_enabled(backward):
+                plan = make_plan()
+                y = x
+                for attn in attns:
+                    y = attn(y, plan)[0]
+            if backward:
+                y.float().sum().backward()
         return update
 
     def sdpa(bias=True):
@@ -104,15 +107,20 @@ def main(argv=None):
     for attn in attns:
         attn.dropout = 0.0  # flex has none: every row without it, so they compare
     rows = [("sdpa (the plan with the relative bias, which needs a gradient)", sdpa()),
-            ("sdpa, no bias (mask only)", sdpa(bias=False))]
+            ("sdpa, no bias (mask only)", sdpa(bias=False)),
+            ("sdpa, forward only (no gradient: validation, scoring)", (sdpa(), False))]
     if device == "cuda":
-        rows += [("flex (the module's kernel options)", flex()),
+        rows += [("flex, forward only (no gradient)", (flex(), False)),
+                 ("flex (the module's kernel options)", flex()),
                  ("flex, table detached (no bias gradient)", flex(detach=True)),
                  ("flex, no score_mod (mask only)", flex(score_mod=False))]
         rows += [(f"flex, {label}", (label, options)) for label, options in OTHER_OPTIONS.items()]
     out = []
     for label, make in rows:
-        if isinstance(make, tuple):  # other kernel options: recompile with them
+        backward = True
+        if isinstance(make, tuple) and isinstance(make[1], bool):  # (plan maker, with backward)
+            make, backward = make
+        elif isinstance(make, tuple):  # other kernel options: recompile with them
             flex_attention.CUDA_KERNEL_OPTIONS.clear()
             flex_attention.CUDA_KERNEL_OPTIONS.update(make[1])
             torch._dynamo.reset()
@@ -121,7 +129,7 @@ def main(argv=None):
             make = flex()
         calls, start = flex_attention.calls(), time.perf_counter()
         try:
-            ms = 1000 * timed(run(make), 2, a.steps)
+            ms = 1000 * timed(run(make, backward), 2, a.steps)
             ran = "flex" if flex_attention.calls() > calls else "SDPA"
         except Exception as e:  # noqa: BLE001 - a variant that does not compile is a row, not the end
             ms, ran = None, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"
@@ -134,7 +142,7 @@ def main(argv=None):
               file=sys.stderr, flush=True)
     print(f"\ndevice: {name}; commit: {commit()}; torch {torch.__version__}; {s['layers']} layers' attention "
           f"(q/k/v/out projections included), batch {B} x {T} tokens ({ni['prefix_len']} context), "
-          f"{s['heads']} heads, fp16 on CUDA; forward + backward, median of {a.steps}\n")
+          f"{s['heads']} heads, fp16 on CUDA; forward + backward unless said, median of {a.steps}\n")
     print("| variant | ms | ran |\n|---|---:|---|")
     for label, ms, ran in out:
         print(f"| {label} | {'-' if ms is None else f'{ms:.2f}'} | {ran} |")
