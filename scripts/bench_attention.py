@@ -5,7 +5,7 @@ relative bias) built once as the model builds it. Variants say where the time go
 
   sdpa            the SDPA plan: two fused calls per layer over a bias that needs a gradient
   sdpa, no bias   the same plan with the bias left out (the mask only): the bias gradient's cost
-  forward only    without gradient (validation, scoring: where "auto" takes flex on CUDA)
+  forward only    without gradient (validation, scoring)
   flex            the flex plan (one call per layer, block mask, the bias as a score_mod)
   flex, table detached / no score_mod / other kernel options: its parts
 

@@ -302,7 +302,7 @@ def main(argv=None):
     p.add_argument("--profile", metavar="FILE", default=None,
                    help="also write the top kernels of one PMLM update and the relative bias's share to FILE")
     p.add_argument("--attention", choices=["auto", "sdpa", "flex", "both"], default="auto",
-                   help="PMLM's attention path: auto (the model's default: in training SDPA), sdpa, flex (trained "
+                   help="PMLM's attention path: auto (the model's default, today SDPA), sdpa, flex (trained "
                         "without attention dropout, which flex lacks), both (the auto rows plus flex rows; "
                         "--profile: both)")
     a = p.parse_args(argv)

@@ -167,17 +167,15 @@ def test_flex_is_not_taken_where_it_cannot_run(dictionary):
         assert not auto.uses_flex(x, None)  # "auto": CUDA only
 
 
-def test_auto_takes_flex_on_cuda_only_where_no_gradient_flows(dictionary):
-    """Measured on an H200: flex's backward made an update 1.9x slower than SDPA's, its forward is faster."""
+def test_auto_never_takes_flex_and_flex_asked_for_takes_it_on_cuda_also_with_gradient(dictionary):
+    """Measured on an H200: flex was slower than SDPA in training (1.9x an update) and forward only (3.3x)."""
     auto = tiny_transformer(len(dictionary), 32, "auto").eval()
-    cuda = torch.empty(0, device="meta")
     cuda_like = type("CudaLike", (), {"is_cuda": True})()
-    assert auto.uses_flex(cuda_like, None) is False  # gradient enabled: SDPA
+    assert auto.uses_flex(cuda_like, None) is False
     with torch.no_grad():
-        assert auto.uses_flex(cuda_like, None) is True
-        assert auto.uses_flex(cuda, None) is False  # not CUDA
+        assert auto.uses_flex(cuda_like, None) is False
     forced = tiny_transformer(len(dictionary), 32, "flex").eval()
-    assert forced.uses_flex(cuda_like, None) is True  # "flex" asked for: also with gradient
+    assert forced.uses_flex(cuda_like, None) is True
 
 
 class _BackwardFails(torch.autograd.Function):

@@ -40,10 +40,10 @@ class UniLMv2Config(FairseqDataclass, TransformerShape):
     )
     attention_impl: ChoiceEnum(["auto", "flex", "sdpa", "reference"]) = field(
         default="auto",
-        metadata={"help": "auto: flex attention on CUDA without gradient (validation, scoring; its backward is "
-                          "slower than sdpa's), else sdpa; flex: flex wherever it can run (training without "
-                          "attention dropout; on the CPU, forward only); sdpa: PyTorch fused attention; "
-                          "reference: explicit softmax (for checks)"},
+        metadata={"help": "auto: the measured-fastest path, today sdpa (flex was slower on an H200, in training "
+                          "and forward only); flex: one flex_attention call per layer wherever it can run "
+                          "(training without attention dropout; on the CPU, forward only); sdpa: PyTorch fused "
+                          "attention; reference: explicit softmax (for checks)"},
     )
     # a model option, not a task one: the cfg.model a checkpoint records is what fairseq-generate,
     # the hub and the exporter rebuild the decoder from (the task's cfg comes from the command line)

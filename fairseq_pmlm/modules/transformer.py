@@ -139,7 +139,7 @@ class LMHead(nn.Module):
 
 
 class UniLMv2Transformer(nn.Module):
-    """``attention_impl``: "auto" (flex on CUDA without gradient, else SDPA), "flex" (flex wherever
+    """``attention_impl``: "auto" (the measured-fastest path: SDPA), "flex" (flex wherever
     it can: also the CPU's forward without gradient, else SDPA), "sdpa" (PyTorch's fused
     kernels) or "reference" (explicit softmax)."""
 
@@ -225,17 +225,15 @@ class UniLMv2Transformer(nn.Module):
         return table.clamp(-BIAS_LIMIT, BIAS_LIMIT)
 
     def uses_flex(self, x, past):
-        """The flex path takes full sequences (no cached keys) where it has what the layer
-        needs: attention dropout inactive (flex has none) and, on the CPU, no gradient (its
-        backward is CUDA-only). "auto" takes it on CUDA without gradient only: there its one call
-        beats SDPA's two, but its backward (the bias table's gradient summed by atomics in the
-        kernel) made an H200 update 1.9x slower than SDPA's (docs/BENCHMARKS.md)."""
-        if self.attention_impl not in ("auto", "flex") or past is not None or not flex_attention.available():
+        """The flex path, where asked for ("flex"), takes full sequences (no cached keys) where
+        it has what the layer needs: attention dropout inactive (flex has none) and, on the CPU,
+        no gradient (its backward is CUDA-only). "auto" never takes it: on an H200 it was slower
+        than SDPA both in training (1.9x an update: the bias table's gradient is summed by atomics
+        in the kernel) and forward only (3.3x the 12 layers' attention; docs/BENCHMARKS.md)."""
+        if self.attention_impl != "flex" or past is not None or not flex_attention.available():
             return False
         if self.training and self.shape.attention_dropout > 0:
             return False
-        if self.attention_impl == "auto":
-            return x.is_cuda and not torch.is_grad_enabled()
         return x.is_cuda or not torch.is_grad_enabled()
 
     def flex_plan(self, q: TokenDescription, dtype, prefix_len=None):
