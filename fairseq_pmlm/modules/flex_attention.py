@@ -1,4 +1,5 @@
-"""The fast attention path: one ``flex_attention`` call per layer (docs/DESIGN.md §2).
+"""The flex attention path, opt-in (``attention_impl="flex"``): one ``flex_attention`` call per
+layer (docs/DESIGN.md §2).
 
 The SDPA path runs two fused calls per layer (context block, appended block) over a
 materialised [B, H, Tq, Tk] additive bias that needs a gradient. Here the whole sequence,
@@ -8,13 +9,16 @@ context and appended tokens, is one call:
     the rule forbids entirely (context queries x appended keys) are skipped, as the SDPA
     plan's two blocks skip them;
   - the relative-position bias is a ``score_mod`` that reads a [H, 2P-1] table of the bias
-    per distance, built outside the kernel from the model's weights, so autograd reduces its
-    gradient (the kernel writes one value per (query, key) pair, no atomics into buckets).
+    per distance, built outside the kernel from the model's weights.
+Measured on an H200 (torch 2.11) it is slower than SDPA: the backward sums the table's gradient
+with atomics per (query, key) pair, and even the forward, block mask included, is 3.3x SDPA's.
+So the default ("auto") is SDPA; this path stays for the torch versions and machines where it pays.
 
 Flex has no attention dropout and no backward on the CPU: the caller takes this path only
 where neither is needed (``UniLMv2Transformer.uses_flex``). A machine where it fails to
-compile (Triton missing, shared memory too small, ...) falls back to SDPA with one log line,
-for the rest of the process; it never stops a run.
+compile (Triton missing, shared memory too small, ...) or, on the CPU, gives wrong results
+(``probe_cpu``) falls back to SDPA with one log line, for the rest of the process; it never
+stops a run.
 """
 import logging
 
