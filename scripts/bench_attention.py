@@ -15,7 +15,6 @@ Prints one markdown table (device, commit). ``--smoke``: tiny sizes on the CPU, 
 (the CPU's flex has no backward)."""
 import argparse
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -23,7 +22,7 @@ import time
 import bench_pretrain
 import torch
 import torch.nn.functional as F
-from bench_gpu import SIZES, commit, common_args, device_info, pmlm_args
+from bench_gpu import SIZES, attention_ran, commit, common_args, device_info, pmlm_args
 
 from fairseq_pmlm.modules import flex_attention
 from fairseq_pmlm.modules.attention_rule import TokenDescription
@@ -37,19 +36,6 @@ OTHER_OPTIONS = {
         "fwd_BLOCK_M": 128, "fwd_BLOCK_N": 128, "fwd_num_stages": 2,
         "bwd_BLOCK_M1": 64, "bwd_BLOCK_N1": 64, "bwd_BLOCK_M2": 64, "bwd_BLOCK_N2": 64, "bwd_num_stages": 2},
 }
-
-
-def timed(fn, warmup, steps):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(steps):
-        bench_pretrain.synchronize()
-        t = time.perf_counter()
-        fn()
-        bench_pretrain.synchronize()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main(argv=None):
@@ -106,36 +92,31 @@ def main(argv=None):
     model.train()
     for attn in attns:
         attn.dropout = 0.0  # flex has none: every row without it, so they compare
-    rows = [("sdpa (the plan with the relative bias, which needs a gradient)", sdpa()),
-            ("sdpa, no bias (mask only)", sdpa(bias=False)),
-            ("sdpa, forward only (no gradient: validation, scoring)", (sdpa(), False))]
+    # (label, plan maker, with backward, kernel options to recompile flex with)
+    rows = [("sdpa (the plan with the relative bias, which needs a gradient)", sdpa(), True, None),
+            ("sdpa, no bias (mask only)", sdpa(bias=False), True, None),
+            ("sdpa, forward only (no gradient: validation, scoring)", sdpa(), False, None)]
     if device == "cuda":
-        rows += [("flex, forward only (no gradient)", (flex(), False)),
-                 ("flex (the module's kernel options)", flex()),
-                 ("flex, table detached (no bias gradient)", flex(detach=True)),
-                 ("flex, no score_mod (mask only)", flex(score_mod=False))]
-        rows += [(f"flex, {label}", (label, options)) for label, options in OTHER_OPTIONS.items()]
+        rows += [("flex, forward only (no gradient)", flex(), False, None),
+                 ("flex (the module's kernel options)", flex(), True, None),
+                 ("flex, table detached (no bias gradient)", flex(detach=True), True, None),
+                 ("flex, no score_mod (mask only)", flex(score_mod=False), True, None)]
+        rows += [(f"flex, {label}", flex(), True, options) for label, options in OTHER_OPTIONS.items()]
     out = []
-    for label, make in rows:
-        backward = True
-        if isinstance(make, tuple) and isinstance(make[1], bool):  # (plan maker, with backward)
-            make, backward = make
-        elif isinstance(make, tuple):  # other kernel options: recompile with them
+    for label, make, backward, options in rows:
+        if options is not None:  # recompile with them
             flex_attention.CUDA_KERNEL_OPTIONS.clear()
-            flex_attention.CUDA_KERNEL_OPTIONS.update(make[1])
+            flex_attention.CUDA_KERNEL_OPTIONS.update(options)
             torch._dynamo.reset()
             flex_attention._state["compiled"] = None
             flex_attention._state["backward_checked"].clear()
-            make = flex()
         calls, start = flex_attention.calls(), time.perf_counter()
         try:
-            ms = 1000 * timed(run(make, backward), 2, a.steps)
-            ran = "flex" if flex_attention.calls() > calls else "SDPA"
+            ms = 1000 * bench_pretrain.time_calls(run(make, backward), 2, a.steps)
+            ran = attention_ran(calls)
         except Exception as e:  # noqa: BLE001 - a variant that does not compile is a row, not the end
             ms, ran = None, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"
-        if flex_attention.failure() is not None and ran == "SDPA" and "flex" in label:
-            ran = f"SDPA (flex failed: {type(flex_attention.failure()).__name__})"
-            flex_attention._state["failure"] = None
+        flex_attention._state["failure"] = None  # a fallback is this row's: the next tries flex again
         took = time.perf_counter() - start
         out.append((label, ms, ran))
         print(f"bench_attention: {label}: {'-' if ms is None else f'{ms:.1f} ms'} ({ran}; {took:.0f} s with compiling)",

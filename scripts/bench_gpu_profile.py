@@ -3,7 +3,6 @@ as shares of the measured update time, with named totals (attention, relative bi
 copies, other) so that the next regression names itself."""
 import re
 import time
-from argparse import Namespace
 
 import bench_pretrain  # scripts/ is on sys.path: the script's own folder
 import torch
@@ -155,7 +154,7 @@ def profile_update(s, args, device, attention_ran):
         out = [transformer.attention_bias(ctx, ctx, dtype), transformer.attention_bias(app, q, dtype)]
         torch.autograd.backward([b for b in out], [torch.ones_like(b) for b in out])
 
-    bias = bench_pretrain.time_updates(Namespace(train_step=lambda _: bias_pass()), sample, 1, s["steps"])
+    bias = bench_pretrain.time_calls(bias_pass, 1, s["steps"])
     lines += ["", "relative-position bias of the SDPA path (forward + backward, both attention blocks, timed alone): "
                   f"{1000 * bias:.2f} ms of a {ms:.1f} ms update = {100 * bias / update:.1f}% (target <= 3%)"]
     return "\n".join(lines)

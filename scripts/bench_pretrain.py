@@ -52,13 +52,18 @@ def time_updates(trainer, sample, warmup, steps):
     """Median seconds of one update on ``sample`` (or on a list of batches: one update
     accumulated over them, as --update-freq does)."""
     batches = sample if isinstance(sample, list) else [sample]
+    return time_calls(lambda: trainer.train_step(batches), warmup, steps)
+
+
+def time_calls(fn, warmup, steps):
+    """Median seconds of ``fn()`` after ``warmup`` untimed calls, the device's queued work included."""
     for _ in range(warmup):
-        trainer.train_step(batches)
+        fn()
     times = []
     for _ in range(steps):
         synchronize()
         t = time.perf_counter()
-        trainer.train_step(batches)
+        fn()
         synchronize()
         times.append(time.perf_counter() - t)
     return statistics.median(times)

@@ -14,7 +14,6 @@ import os
 import types
 
 import numpy as np
-import pytest
 import torch
 from fairseq.data import Dictionary
 
@@ -184,15 +183,3 @@ def no_room_for(name, monkeypatch):
 
     monkeypatch.setattr(builtins, "open", opened)
 
-
-def skip_where_cpu_flex_is_wrong():
-    """Skip a test of the flex path where torch's compiled CPU kernel gives wrong results (the module's
-    probe says so; a run there falls back to SDPA with one warning), with the probe's reason shown."""
-    from fairseq_pmlm.modules import flex_attention
-
-    flex_attention._state["failure"] = None
-    try:
-        with torch.no_grad():
-            flex_attention.probe_cpu()
-    except flex_attention.WrongResults as e:
-        pytest.skip(str(e))

@@ -315,3 +315,12 @@ def test_bench_attention_smoke_prints_the_sdpa_rows_with_the_bias_costing_time(c
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| ")]
     assert rows[0] == ["variant", "ms", "ran"] and [r[0][:4] for r in rows[1:]] == ["sdpa"] * 3, out
     assert all(number(r[1]) > 0 and r[2] == "SDPA" for r in rows[1:]), out
+
+
+def test_a_log_file_in_a_missing_folder_is_one_line_before_any_set_up(tmp_path):
+    proc = subprocess.run(["bash", "scripts/bench_gpu.sh", "--smoke", "--log", str(tmp_path / "none" / "log.txt")],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"bench_gpu.sh: error: --log {tmp_path / 'none' / 'log.txt'}: no such directory " \
+                          f"{tmp_path / 'none'}\n"
+    assert os.listdir(tmp_path) == []
