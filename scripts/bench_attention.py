@@ -26,6 +26,7 @@ from bench_gpu import SIZES, attention_ran, commit, common_args, device_info, pm
 
 from fairseq_pmlm.modules import flex_attention
 from fairseq_pmlm.modules.attention_rule import TokenDescription
+from fairseq_pmlm.runtime.interrupts import one_line_exit
 
 # kernel options tried besides the module's own (fwd: query x key block; bwd: dK/dV pass M1 x N1, dQ pass M2 x N2)
 OTHER_OPTIONS = {
@@ -130,4 +131,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    # Ctrl-C or SIGTERM: 130, its temporary corpus removed, no traceback
+    sys.exit(one_line_exit("bench_attention.py", main))

@@ -36,6 +36,7 @@ from bench_pretrain import REPO
 
 from fairseq_pmlm.modules import flex_attention
 from fairseq_pmlm.modules.attention_rule import ORIGINAL
+from fairseq_pmlm.runtime.interrupts import one_line_exit
 
 SIZES = {
     "base": dict(layers=12, dim=768, heads=12, ffn=3072, batch=32, length=512, vocab=30000, docs=64,
@@ -343,4 +344,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    # Ctrl-C or SIGTERM: 130, its temporary corpus removed, no traceback
+    sys.exit(one_line_exit("bench_gpu.py", main))

@@ -49,7 +49,17 @@ if [ -z "$LOG" ]; then
   log=$(mktemp)
   trap 'rm -f "$log"' EXIT
 fi
-if ! python scripts/bench_gpu.py ${args[@]+"${args[@]}"} 2>&1 | tee "$log" | { grep --line-buffered '^bench_gpu: ' >&2 || true; }; then
+# Ctrl-C and SIGTERM reach the whole group: tee and grep outlive them (signals ignored) so that the
+# bench can clean up and say it was interrupted into a pipe that is still there
+set +e
+python scripts/bench_gpu.py ${args[@]+"${args[@]}"} 2>&1 | (trap '' INT TERM; tee "$log") |
+  (trap '' INT TERM; grep --line-buffered '^bench_gpu: ' >&2 || true)
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" -eq 130 ]; then
+  echo "bench_gpu.sh: interrupted (no table)" >&2
+  exit 130
+elif [ "$status" -ne 0 ]; then
   tail -40 "$log" >&2
   echo "bench_gpu.sh: error: scripts/bench_gpu.py failed (log above)" >&2
   exit 1
