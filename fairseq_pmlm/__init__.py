@@ -17,7 +17,8 @@ from .runtime import checkpoint_files  # noqa: F401  (installs its changes)
 from .errors import print_one_line_errors
 from . import criterions, models  # noqa: F401  (registers them)
 from .runtime import fused_adam, preemption, quiet, safe_exit  # noqa: F401  (install their changes)
-from . import scoring, tasks  # noqa: F401  (registers them)
+from . import tasks  # noqa: F401  (registers them)
+from .scoring import rouge  # noqa: F401  (registers the scorer)
 # isort: on
 
 sys.excepthook = print_one_line_errors  # a OneLineError reaching the top of a program: its line, exit 2

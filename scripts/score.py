@@ -4,8 +4,9 @@ bootstrap intervals, examples. The command line of fairseq_pmlm/scoring/score_fi
 options are described (or run it with --help)."""
 import sys
 
-from lib.import_guard import interruptible  # scripts/lib: Ctrl-C during the import
+from lib.import_guard import interruptible, without_registration  # scripts/lib: Ctrl-C during the import
 
+without_registration()  # it needs no fairseq
 with interruptible("score.py"):
     from fairseq_pmlm.scoring.score_files import main
 

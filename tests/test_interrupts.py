@@ -84,16 +84,12 @@ def mapped(pid, library):
 
 
 @pytest.mark.parametrize("script,args", [
-    ("s2s/get_data.py", ["cnndm", "--from", "src", "--out", "out"]),
     ("convert_checkpoint.py", ["export", "model.pt", "out"]),
-    ("score.py", ["--hyp", "hyp.txt", "--ref", "ref.txt"]),
-    ("glue/prepare_glue.py", ["--task", "RTE", "--glue-dir", "src", "--spm-model", "spm.model", "--srcdict",
-                              "dict.txt", "--destdir", "out"]),
     ("text_to_databin.py", ["--out", "out", "corpus", "--train", "train.txt"]),
 ])
 def test_ctrl_c_while_a_python_command_imports_exits_130_with_one_line_and_writes_nothing(tmp_path, script, args):
-    """A 28-57-line KeyboardInterrupt traceback through fairseq's import before (prepare_glue.py:
-    "ImportError: initialization failed", exit 1)."""
+    """A 28-57-line KeyboardInterrupt traceback through fairseq's import before. (The recipes'
+    helpers import neither fairseq nor torch: the next test.)"""
     proc = subprocess.Popen([sys.executable, os.path.join(REPO, "scripts", script), *args], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **ENV})
     deadline = time.time() + 60
@@ -105,16 +101,46 @@ def test_ctrl_c_while_a_python_command_imports_exits_130_with_one_line_and_write
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("script", ["recipe_info.py", "score.py", "s2s/get_data.py", "glue/prepare_glue.py",
+                                    "squad/evaluate_squad.py"])
+def test_the_recipes_helpers_start_without_importing_fairseq_or_torch(script):
+    """They read files (facts, scores, data) several times a recipe: 0.1-0.3 s each, not fairseq's
+    ~2.5 s import (the package's registration is skipped: scripts/lib/import_guard.py)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", os.path.join(REPO, "scripts", script), "--help"],
+                          capture_output=True, text=True, env={**os.environ, **ENV}, timeout=60)
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert proc.returncode == 0 and "usage:" in proc.stdout, proc.stderr[-2000:]
+    assert any(m.startswith("fairseq_pmlm.") for m in imported)
+    assert not imported & {"fairseq", "torch"}
+
+
+def session_process(sid, needle, timeout=60):
+    """The pid of the first process in session ``sid`` whose command line holds ``needle``."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for pid in left_in_session(sid):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if needle.encode() in f.read():
+                        return pid
+            except OSError:
+                continue
+        time.sleep(0.01)
+    raise AssertionError(f"no process running {needle} in session {sid}")
+
+
 def test_ctrl_c_while_a_recipe_works_out_its_facts_exits_130_without_a_traceback(tmp_path):
-    """The facts run (recipe_info.py) starts with fairseq's ~3 s import; a Ctrl-C in it printed the
-    import's KeyboardInterrupt traceback. Now the recipe exits 130 once that run ends, in silence."""
+    """A Ctrl-C in the facts run (recipe_info.py, here reading a checkpoint: torch's import) printed
+    the import's KeyboardInterrupt traceback. Now the recipe exits 130 once that run ends, in silence."""
     data = tmp_path / "data"
     data.mkdir()
     (data / "train.source-target.source.idx").write_bytes(b"")
     (tmp_path / "model.pt").write_bytes(b"")
     proc = start("s2s/finetune.sh", "--preset", "demo", "--data", data, "--checkpoint", tmp_path / "model.pt",
                  "--save-dir", tmp_path / "save")
-    time.sleep(1.0)  # inside the facts run's import
+    facts = session_process(proc.pid, "recipe_info.py")
+    while not mapped(facts, "libtorch") and os.path.exists(f"/proc/{facts}"):
+        time.sleep(0.005)  # until torch is loading
     out, seconds = ctrl_c(proc)
     assert proc.returncode == 130 and "Traceback" not in out and "KeyboardInterrupt" not in out, out[-2000:]
     assert seconds < 30 and left_in_session(proc.pid) == []

@@ -4,8 +4,6 @@ import os
 
 import torch
 
-from ..runtime.checkpoint_files import inspect, unreadable
-
 
 def run_of(checkpoint):
     """(task, updates, absolute --finetune-from-model or "none") of a fairseq-train checkpoint:
@@ -16,7 +14,9 @@ def run_of(checkpoint):
         init = cfg["checkpoint"].get("finetune_from_model")
         return cfg["task"]["_name"], history[-1].get("num_updates", 0), os.path.abspath(init) if init else "none"
     except Exception as e:  # unreadable or not a training checkpoint: why, in one line
-        # as training says it, with the newest intact checkpoint beside it
+        # as training says it, with the newest intact checkpoint beside it (fairseq: only here)
+        from ..runtime.checkpoint_files import inspect, unreadable
+
         _, reason = inspect(checkpoint)
         if reason is not None:
             raise ValueError(unreadable(checkpoint, reason)) from None

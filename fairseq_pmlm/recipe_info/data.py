@@ -4,7 +4,6 @@ import logging
 import os
 
 from ..symbols import separator_symbol
-from ..tasks.squad import PMLMSquadConfig, PMLMSquadTask
 
 
 def separator_of(directory):
@@ -22,6 +21,8 @@ def separator_of(directory):
 
 def squad_windows(data, train_json, max_positions, doc_stride, v2):
     """The passage windows of a SQuAD training file, as the pmlm_squad task makes them."""
+    from ..tasks.squad import PMLMSquadConfig, PMLMSquadTask  # fairseq: only this answer needs it
+
     logging.disable(logging.WARNING)  # the task's per-file notes; the training run prints them
     cfg = PMLMSquadConfig(data=data, squad_v2=v2, max_positions=max_positions, doc_stride=doc_stride)
     return len(PMLMSquadTask.setup_task(cfg).squad_features(train_json, training=True)[2])

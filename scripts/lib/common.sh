@@ -107,8 +107,8 @@ require_files() {
 }
 
 python_fact() {  # python_fact ARGS...: python ARGS, a run that only works out a recipe's facts. It
-  # starts with fairseq's import (~3 s): under forward_signals' traps it ignores SIGINT, so Ctrl-C
-  # prints no traceback of that import and the recipe exits 130 once the run ends (SIGTERM: at once)
+  # may import torch (a checkpoint's facts, ~1 s): under forward_signals' traps it ignores SIGINT, so
+  # Ctrl-C prints no traceback of that import and the recipe exits 130 once the run ends (SIGTERM: at once)
   if [ -n "$(trap -p INT)" ]; then (trap '' INT; exec python "$@"); else python "$@"; fi
 }
 
@@ -117,7 +117,7 @@ recipe_info() {  # facts the recipes need (scripts/recipe_info.py); its errors a
 }
 
 recipe_facts() {  # recipe_facts NAME SUBCOMMAND ARGS [+ NAME SUBCOMMAND ARGS ...]: each query's lines
-  # into the array NAME, all from one Python run (each run pays fairseq's import, ~3 s)
+  # into the array NAME, all from one Python run (one interpreter start, one torch import at most)
   local out
   out=$(recipe_info --shell "$@") || exit 2
   eval "$out"

@@ -5,10 +5,16 @@
 """
 import argparse
 import json
+import os
+import sys
 
-from fairseq_pmlm.errors import exit_with_error
-from fairseq_pmlm.public_data.squad_json import SquadFormatError, read_squad_json
-from fairseq_pmlm.scoring.squad_eval import evaluate
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for lib/
+from lib.import_guard import without_registration  # noqa: E402
+
+without_registration()  # it needs no fairseq
+from fairseq_pmlm.errors import exit_with_error  # noqa: E402
+from fairseq_pmlm.public_data.squad_json import SquadFormatError, read_squad_json  # noqa: E402
+from fairseq_pmlm.scoring.squad_eval import evaluate  # noqa: E402
 
 
 def main():
