@@ -85,6 +85,8 @@ def mapped(pid, library):
 
 @pytest.mark.parametrize("script,args", [
     ("convert_checkpoint.py", ["export", "model.pt", "out"]),
+    ("glue/prepare_glue.py", ["--task", "RTE", "--glue-dir", "src", "--spm-model", "spm.model", "--srcdict",
+                              "dict.txt", "--destdir", "out"]),
     ("text_to_databin.py", ["--out", "out", "corpus", "--train", "train.txt"]),
 ])
 def test_ctrl_c_while_a_python_command_imports_exits_130_with_one_line_and_writes_nothing(tmp_path, script, args):
@@ -101,8 +103,7 @@ def test_ctrl_c_while_a_python_command_imports_exits_130_with_one_line_and_write
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("script", ["recipe_info.py", "score.py", "s2s/get_data.py", "glue/prepare_glue.py",
-                                    "squad/evaluate_squad.py"])
+@pytest.mark.parametrize("script", ["recipe_info.py", "score.py", "s2s/get_data.py", "squad/evaluate_squad.py"])
 def test_the_recipes_helpers_start_without_importing_fairseq_or_torch(script):
     """They read files (facts, scores, data) several times a recipe: 0.1-0.3 s each, not fairseq's
     ~2.5 s import (the package's registration is skipped: scripts/lib/import_guard.py)."""

@@ -5,9 +5,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for lib/
-from lib.import_guard import interruptible, without_registration  # noqa: E402
+from lib.import_guard import interruptible  # noqa: E402
 
-without_registration()  # it needs no fairseq
 with interruptible("prepare_glue.py"):
     from fairseq_pmlm.public_data.glue import main
 

@@ -11,11 +11,12 @@ of Ctrl-C (``runtime/interrupts.py``) takes over in ``main``.
     with interruptible("convert_checkpoint.py"):
         from fairseq_pmlm.weights.convert import main
 
-``without_registration``: the recipes' helpers (recipe_info, score, get_data, prepare_glue,
-evaluate_squad) read files and never run fairseq, but ``import fairseq_pmlm.X`` first runs the
-package's ``__init__``, which imports fairseq and torch to register the plugin (~2.5 s of a 0.1 s
-command, several times a recipe). With the package put in ``sys.modules`` unexecuted, only X and
-what X itself imports load (a module that needs fairseq still imports it).
+``without_registration``: the recipes' helpers (recipe_info, score, get_data, evaluate_squad)
+read files and never run fairseq (prepare_glue does: it binarizes with fairseq-preprocess's code),
+but ``import fairseq_pmlm.X`` first runs the package's ``__init__``, which imports fairseq and torch
+to register the plugin (~2.5 s of a 0.1 s command, several times a recipe). With the package put in
+``sys.modules`` unexecuted, only X and what X itself imports load (a module that needs fairseq still
+imports it).
 """
 import contextlib
 import importlib.util
