@@ -260,16 +260,19 @@ def decoding_rows(s, device):
     sample = {"net_input": {k: v.to(device) for k, v in sample["net_input"].items()}}
     models = {"unilmv2": bench_generate.unilmv2(d, g), "bart_base": bench_generate.bart_base(d, g, **s["bart"])}
     models = {name: model.to(device).half() for name, model in models.items()}
-    times, memory = {name: [] for name in models}, dict.fromkeys(models, 0.0)
-    for r in range(DECODING_ROUNDS):  # alternated, median: one busy moment of the host must not decide the ratio
-        for name, model in models.items():
-            if device == "cuda":
-                torch.cuda.reset_peak_memory_stats()
-            times[name].append(bench_generate.time_generation(model, d, sample, g))
-            if device == "cuda":
-                memory[name] = max(memory[name], torch.cuda.max_memory_allocated() / 2**30)
-            progress(f"decoding {name}, round {r + 1} of {DECODING_ROUNDS}: {1000 * times[name][-1]:.1f} ms "
-                     f"for {g.sentences} sentences")
+    memory = dict.fromkeys(models, 0.0)
+
+    def report(name, r, sec):  # peak memory per round, with both models resident
+        if device == "cuda":
+            memory[name] = max(memory[name], torch.cuda.max_memory_allocated() / 2**30)
+            torch.cuda.reset_peak_memory_stats()
+        progress(f"decoding {name}, round {r + 1} of {DECODING_ROUNDS}: {1000 * sec:.1f} ms "
+                 f"for {g.sentences} sentences")
+
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    # alternated, median: one busy moment of the host must not decide the ratio
+    times = bench_generate.alternated(models, d, sample, g, DECODING_ROUNDS, report)
     out = {}
     for name in models:
         sec = statistics.median(times[name])

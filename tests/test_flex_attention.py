@@ -109,7 +109,7 @@ def test_the_flex_plans_bias_and_mask_are_the_sdpa_plans_and_its_table_gradient_
     weight = model.rel_pos_bias.weight
 
     def sdpa_side():
-        ys = [reference_attention(q[:, :, s:e], [(k[:, :, :ke], v[:, :, :ke])], bias)
+        ys = [reference_attention(q[:, :, s:e], k[:, :, :ke], v[:, :, :ke], bias)
               for s, e, ke, bias in model.attention_plan(desc, desc, torch.float64, ni["prefix_len"])]
         return torch.cat(ys, 2)
 
@@ -117,7 +117,7 @@ def test_the_flex_plans_bias_and_mask_are_the_sdpa_plans_and_its_table_gradient_
         plan = model.flex_plan(desc, torch.float64)
         bias, allowed = dense_mods(plan, B, H)
         bias = bias[:, :, :T, :T].masked_fill(~allowed[:, :, :T, :T], float("-inf"))
-        return reference_attention(q, [(k, v)], bias)
+        return reference_attention(q, k, v, bias)
 
     grads = []
     for side in (sdpa_side, flex_side):

@@ -312,3 +312,28 @@ def test_under_autocast_the_bias_is_made_in_the_attention_dtype_with_the_same_ou
         fp32_bias = hidden(model, ni)
     assert seen == [torch.bfloat16]
     assert torch.equal(ours, fp32_bias)
+
+
+def test_every_bias_block_reaches_the_fused_attention_with_8_aligned_rows_and_the_same_outputs(dictionary, monkeypatch):
+    """SDPA copies a bias whose row stride is not a multiple of 8 elements, in every layer (forward
+    and backward); the plan's biases are views of ones built over keys padded to a multiple of 8.
+    Their values and the outputs equal a bias built over the real keys alone."""
+    from fairseq_pmlm.modules import transformer
+
+    model = tiny_transformer(len(dictionary), 32)
+    for seed in (7, 8, 9):
+        ni = random_batches(dictionary, seed, n_batches=1, size=3)[0]["net_input"]
+        desc = TokenDescription(ni["kinds"], ni["steps"], ni["positions"])
+        aligned = model.attention_plan(desc, desc, torch.float32, ni["prefix_len"])
+        key_ends = [b.key_end for b in aligned]
+        assert any(k % 8 for k in key_ends), key_ends  # the case that needs the padding
+        for block in aligned:
+            assert block.bias.shape[-1] == block.key_end and block.bias.stride(-2) % 8 == 0
+        want = hidden(model, ni)
+        monkeypatch.setattr(transformer, "BIAS_ALIGNMENT", 1)
+        packed = model.attention_plan(desc, desc, torch.float32, ni["prefix_len"])
+        assert not all(b.bias.stride(-2) % 8 == 0 for b in packed)
+        for a, b in zip(aligned, packed):
+            assert torch.equal(a.bias, b.bias)
+        assert torch.equal(hidden(model, ni), want)
+        monkeypatch.undo()

@@ -11,6 +11,7 @@ from fairseq.dataclass.configs import GenerationConfig
 from fairseq.sequence_generator import SequenceGenerator
 from omegaconf import OmegaConf
 
+from fairseq_pmlm.models import seq2seq_views
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
 from fairseq_pmlm.modules import attention_rule
 from fairseq_pmlm.modules.attention_rule import CONTEXT, ORIGINAL, PAD, PSEUDO
@@ -38,8 +39,11 @@ def random_pairs(d, rng, src_lens=(5, 11, 8, 3), tgt_lens=(4, 7, 6, 2)):
     return src, torch.tensor([len(s) for s in srcs]), prev, data_utils.collate_tokens(tgts, d.pad())
 
 
-@pytest.mark.parametrize("rel_pos", [True, False])
-def test_incremental_decoding_equals_one_teacher_forced_pass(rel_pos, rng):
+@pytest.mark.parametrize("rel_pos,room", [(True, None), (False, None), (True, 1)],
+                         ids=["relpos", "no-relpos", "cache-grows-every-step"])
+def test_incremental_decoding_equals_one_teacher_forced_pass(rel_pos, room, rng, monkeypatch):
+    if room:
+        monkeypatch.setattr(seq2seq_views, "CACHE_ROOM", room)
     d = make_dictionary()
     model = tiny_model(d, no_rel_pos=not rel_pos)
     src, lens, prev, tgt = random_pairs(d, rng)
@@ -69,7 +73,9 @@ def test_fine_tuning_mask_equals_the_spec_rule(rng, monkeypatch):
     with torch.no_grad():
         model(src, src_lengths=lens, prev_output_tokens=prev)
     (_, _, _, _, src_allowed), (qk, qs, kk, ks, allowed) = seen  # encoder pass, then decoder pass
-    assert src_allowed[:, 0][src.ne(d.pad())].all()  # source rows see all real source tokens
+    # the keys come padded to a multiple of 8 columns (attention_bias); the padding is seen by nobody
+    assert not src_allowed[:, :, src.size(1):].any()
+    assert src_allowed[:, 0, : src.size(1)][src.ne(d.pad())].all()  # source rows see all real source tokens
     for b in range(src.size(0)):
         for i in range(qk.size(1)):
             if qk[b, i] == PAD:
@@ -102,7 +108,12 @@ def test_changing_target_token_t_changes_no_prediction_up_to_t(rng):
             assert not torch.allclose(out[:, t:], base[:, t:], atol=1e-5), t
 
 
-def test_batched_beam_search_equals_one_sentence_at_a_time(rng):
+@pytest.mark.parametrize("room", [None, 1], ids=["default-room", "cache-grows-every-step"])
+def test_batched_beam_search_equals_one_sentence_at_a_time(room, rng, monkeypatch):
+    """Sentences end at different steps, so the batch shrinks (the cache's every-slot reorder)
+    between reorders among one sentence's beams (only the target's slots move)."""
+    if room:
+        monkeypatch.setattr(seq2seq_views, "CACHE_ROOM", room)
     d = make_dictionary()
     model = tiny_model(d, seed=3)
     src, lens, _, _ = random_pairs(d, rng)
@@ -115,6 +126,35 @@ def test_batched_beam_search_equals_one_sentence_at_a_time(rng):
             for hb, ha in zip(batched[b], alone[0]):
                 assert torch.equal(hb["tokens"], ha["tokens"])
                 assert abs(float(hb["score"]) - float(ha["score"])) < 1e-4
+
+
+def test_beam_search_keeps_one_copy_of_the_source_keys_per_sentence_and_steps_write_in_place(rng):
+    """fairseq's expansion to beam rows moves pointers, not the encoder's per-layer keys; a step
+    writes its keys into the cache's room (no new buffer), and a reorder among one sentence's
+    beams rewrites the target's slots only."""
+    d = make_dictionary()
+    model = tiny_model(d, seed=5)
+    src, lens, _, _ = random_pairs(d, rng)
+    beam = 3
+    with torch.no_grad():
+        enc = model.encoder(src, lens)
+        expand = torch.arange(src.size(0)).repeat_interleave(beam)
+        wide = model.encoder.reorder_encoder_out(enc, expand)
+        assert all(a is b for a, b in zip(wide["kv"], enc["kv"])) and wide["kv"][0].size(0) == src.size(0)
+        assert torch.equal(wide["rows"][0], expand) and torch.equal(wide["src_len"][0], lens[expand])
+        prev, state = torch.full((len(expand), 1), d.eos()), {}
+        for t in range(3):
+            model.decoder(prev, wide, incremental_state=state)
+            cache = model.decoder.get_incremental_state(state, "cache")
+            if t == 0:
+                buffer, S = cache.kv, cache.source_len
+                source = buffer[..., :S, :].clone()
+            assert cache.kv is buffer  # written in place
+            order = torch.arange(len(expand)).view(-1, beam).flip(1).reshape(-1)  # beams swap within a sentence
+            model.decoder.reorder_incremental_state(state, order)
+            wide = model.encoder.reorder_encoder_out(wide, order)
+            assert cache.kv is buffer and torch.equal(buffer[..., :S, :], source)  # the source's slots untouched
+            prev = torch.cat([prev, torch.randint(4, 100, (len(expand), 1))], 1)
 
 
 def test_no_repeat_ngram_size_blocks_every_repeated_ngram(tmp_path, rng):

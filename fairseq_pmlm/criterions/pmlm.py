@@ -7,6 +7,7 @@ loss / sample_size = mean AE loss + mean PAR loss. Losses are computed in fp32.
 import math
 from dataclasses import dataclass
 
+import torch
 import torch.nn.functional as F
 from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
@@ -27,22 +28,23 @@ class PMLMCriterionConfig(FairseqDataclass):
 @register_criterion("pmlm", dataclass=PMLMCriterionConfig)
 class PMLMCriterion(FairseqCriterion):
     def forward(self, model, sample, reduce=True):
-        target = sample["target"]
-        loss_positions = target.ne(self.padding_idx)
-        logits, _ = model(**sample["net_input"], masked_tokens=loss_positions)
-        target = target[loss_positions]
-        kinds = sample["net_input"]["kinds"][loss_positions]
+        # one device sync a forward, as fairseq's masked_lm: the count of loss positions. Every
+        # selection after it reads that index, and the sums and sample_size stay on the device
+        index = sample["target"].ne(self.padding_idx).flatten().nonzero().squeeze(1)
+        logits, _ = model(**sample["net_input"], masked_tokens=index)
+        target = sample["target"].flatten().index_select(0, index)
+        kinds = sample["net_input"]["kinds"].flatten().index_select(0, index)
         nll = F.cross_entropy(logits.float(), target, reduction="none")
         correct = logits.argmax(-1).eq(target)
         out = {"ntokens": sample["ntokens"], "nsentences": sample["nsentences"]}
         for name, kind in PART_KINDS.items():
             sel = kinds.eq(kind)
-            out[f"{name}_loss"] = nll[sel].sum().detach()
-            out[f"{name}_correct"] = correct[sel].sum()
+            out[f"{name}_loss"] = nll.masked_fill(~sel, 0.0).sum().detach()
+            out[f"{name}_correct"] = (correct & sel).sum()
             out[f"{name}_count"] = sel.sum()
         loss = nll.sum()
         # masked tokens: one AE and/or one PAR prediction each
-        sample_size = max(int(out["ae_count"]), int(out["par_count"]))
+        sample_size = torch.maximum(out["ae_count"], out["par_count"])
         out.update(loss=loss.detach(), sample_size=sample_size)
         return loss, sample_size, out
 

@@ -11,20 +11,18 @@ attention permissions come from ``modules/attention_rule.py`` like everywhere el
   in as ORIGINAL tokens and T [P]s predict y_1..y_T. (y_T = EOS is never needed as input:
   no later step could see it.)
 - decoder, incremental: step k feeds y_{k} (if k > 0) and a [P] at step k+1; the [P] is
-  used for the prediction and dropped from the cache. The cache holds the target tokens'
-  keys/values only; the source's stay in ``encoder_out`` and are read in place, so a step
-  copies nothing of the (long) source.
+  used for the prediction and written over by the next step. The cache (``modules/kv_cache.py``)
+  holds the source's keys/values, copied once, then the target's, with room for the steps to
+  come: a layer attends over one contiguous prefix with one fused-attention call.
 """
 import torch
 from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
 
 from ..modules.attention_rule import CONTEXT, ORIGINAL, PAD, PSEUDO, TokenDescription
+from ..modules.kv_cache import KVCache
 
 TARGET_SEGMENT = 1
-
-
-def _select(x, order):
-    return x.index_select(0, order)
+CACHE_ROOM = 64  # target slots a decoding cache starts with (it doubles when full)
 
 
 class UniLMv2Encoder(FairseqEncoder):
@@ -39,21 +37,22 @@ class UniLMv2Encoder(FairseqEncoder):
         positions = (real.long().cumsum(1) - 1).clamp(min=0)  # left or right padding
         zeros = torch.zeros_like(src_tokens)
         h, kvs = self.transformer(src_tokens, positions, zeros, kinds, zeros, return_kv=True)
-        return {  # lists of [B, ...] tensors, as fairseq's generator reorders them
+        return {  # lists of tensors, as fairseq's generator passes them around
+            # one row per source, never reordered: beam search's rows find theirs through "rows"
             "encoder_out": [h],
             "kv": [t for kv in kvs for t in kv],  # flat [k0, v0, k1, v1, ...]
             "desc": list(TokenDescription(kinds, zeros, positions)),
+            # one per row of the batch: its source row (none yet: row i is source i), its source length
+            "rows": [],
             "src_len": [real.sum(1)],
-            "rows": [torch.arange(src_tokens.size(0), device=src_tokens.device)],  # source row of each row
         }
 
     def reorder_encoder_out(self, encoder_out, new_order):
-        # beam search reorders every step, mostly among the beams of one sentence, whose rows
-        # are copies of the same source: then nothing changes and nothing is copied
-        rows = encoder_out["rows"][0]
-        if new_order.numel() == rows.numel() and torch.equal(_select(rows, new_order), rows):
-            return encoder_out
-        return {key: [_select(t, new_order) for t in value] for key, value in encoder_out.items()}
+        # beam search reorders every step: only the rows' pointers to their source move, so the
+        # per-layer keys and values stay one copy per source, however many beams read them
+        rows = encoder_out["rows"]
+        return {**encoder_out, "rows": [rows[0].index_select(0, new_order) if rows else new_order],
+                "src_len": [encoder_out["src_len"][0].index_select(0, new_order)]}
 
     def max_positions(self):
         return self.transformer.shape.max_positions
@@ -97,31 +96,23 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
         kinds = torch.cat([tgt_kinds, p_kinds], 1)
         h = self.transformer(
             tokens, torch.cat([positions[:, :-1], positions], 1), torch.full_like(tokens, TARGET_SEGMENT),
-            kinds, torch.cat([steps[:, :-1], steps], 1), past=self._source_past(encoder_out),
+            kinds, torch.cat([steps[:, :-1], steps], 1), past=self._source_cache(encoder_out),
         )
         return h[:, T - 1 :]
 
     @staticmethod
-    def _source_kv(encoder_out):
-        kv = encoder_out["kv"]
-        return [(kv[i], kv[i + 1]) for i in range(0, len(kv), 2)]
-
-    def _source_past(self, encoder_out):
-        return [[kv] for kv in self._source_kv(encoder_out)], TokenDescription(*encoder_out["desc"])
+    def _source_cache(encoder_out, room=0):
+        kv, rows = encoder_out["kv"], encoder_out["rows"]
+        kvs = [(kv[i], kv[i + 1]) for i in range(0, len(kv), 2)]
+        rows = rows[0] if rows else (torch.arange(kv[0].size(0), device=kv[0].device) if room else None)
+        return KVCache.of_source(kvs, TokenDescription(*encoder_out["desc"]), rows, room)
 
     def _step(self, prev, encoder_out, incremental_state):
         B, T = prev.shape
         k = T - 1  # predicting target k+1 (1-based): its [P] has step k+1
-        src_kv = self._source_kv(encoder_out)
-        src_desc = TokenDescription(*encoder_out["desc"])
         cache = self.get_incremental_state(incremental_state, "cache")
-        if cache is None:  # no target token yet
-            empty = src_kv[0][0][:, :, :0]
-            tgt_kv = [(empty, empty)] * len(src_kv)
-            tgt_desc = src_desc.columns(0, 0)
-        else:
-            tgt_kv = [(cache[f"k{i}"], cache[f"v{i}"]) for i in range(len(src_kv))]
-            tgt_desc = TokenDescription(*(cache[name] for name in TokenDescription._fields))
+        if cache is None:  # no target token yet: the source's keys, with room for the target's
+            cache = self._source_cache(encoder_out, room=CACHE_ROOM)
         src_len = encoder_out["src_len"][0]
         p_tok = torch.full_like(prev[:, -1:], self.pseudo_idx)
         if k == 0:
@@ -133,27 +124,17 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
         def per_row(values):
             return torch.tensor(values, device=prev.device).expand(B, len(values))
 
-        new_desc = TokenDescription(per_row(kinds), per_row(steps), self._positions(src_len, per_row(offsets)))
-        past_desc = TokenDescription(*(torch.cat([s, t], 1) for s, t in zip(src_desc, tgt_desc, strict=True)))
-        h, kvs = self.transformer(
-            tokens, new_desc.positions, torch.full_like(tokens, TARGET_SEGMENT), new_desc.kinds, new_desc.steps,
-            past=([[s, t] for s, t in zip(src_kv, tgt_kv, strict=True)], past_desc), return_kv=True,
-        )
-        # keep the committed target token's keys/values and description, drop the [P]'s
-        new = {}
-        for i, ((old_k, old_v), (cur_k, cur_v)) in enumerate(zip(tgt_kv, kvs, strict=True)):
-            new[f"k{i}"] = torch.cat([old_k, cur_k[:, :, :-1]], 2)
-            new[f"v{i}"] = torch.cat([old_v, cur_v[:, :, :-1]], 2)
-        for name, old, cur in zip(TokenDescription._fields, tgt_desc, new_desc, strict=True):
-            new[name] = torch.cat([old, cur[:, :-1]], 1)
-        self.set_incremental_state(incremental_state, "cache", new)
+        cache.reserve(len(kinds))
+        h = self.transformer(tokens, self._positions(src_len, per_row(offsets)),
+                             torch.full_like(tokens, TARGET_SEGMENT), per_row(kinds), per_row(steps), past=cache)
+        cache.commit(len(kinds) - 1)  # the committed target token stays; the [P]'s slot is written over
+        self.set_incremental_state(incremental_state, "cache", cache)
         return h[:, -1:]
 
     def reorder_incremental_state(self, incremental_state, new_order):
         cache = self.get_incremental_state(incremental_state, "cache")
         if cache is not None:
-            cache = {key: _select(t, new_order) for key, t in cache.items()}
-            self.set_incremental_state(incremental_state, "cache", cache)
+            cache.reorder(new_order)
 
     def max_positions(self):
         return self.transformer.shape.max_positions

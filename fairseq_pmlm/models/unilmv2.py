@@ -203,7 +203,10 @@ class UniLMv2Model(BaseFairseqModel):
         if features_only:
             return x, {}
         if masked_tokens is not None:
-            x = x[masked_tokens]
+            # a bool mask (fairseq's convention) or the flat indices of its True cells (the pmlm
+            # criterion's), which need no device sync here
+            flat = masked_tokens.dtype != torch.bool
+            x = x.flatten(0, 1).index_select(0, masked_tokens) if flat else x[masked_tokens]
         return self.transformer.lm_head(x), {}
 
     def max_positions(self):

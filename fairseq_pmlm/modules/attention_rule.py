@@ -29,6 +29,15 @@ class TokenDescription(NamedTuple):
         """The description of columns [start, end)."""
         return TokenDescription(*(t[:, start:end] for t in self))
 
+    def padded(self, multiple):
+        """The description with PAD columns (step 0, position 0) appended up to a multiple of
+        ``multiple`` columns."""
+        extra = -self.kinds.size(1) % multiple
+        if not extra:
+            return self
+        return TokenDescription(*(torch.cat([t, t.new_full((t.size(0), extra), PAD if t is self.kinds else 0)], 1)
+                                  for t in self))
+
 
 def attention_allowed(q_kind, q_step, k_kind, k_step):
     """Boolean [..., Tq, Tk]: may query i attend to key j?

@@ -6,6 +6,7 @@ and the permission mask are combined once per forward into one additive tensor t
 every layer reuses (SDPA path), or into one block mask and a per-distance bias table
 (flex path, ``flex_attention.py``, on CUDA).
 """
+import functools
 import math
 from typing import NamedTuple
 
@@ -20,6 +21,7 @@ from .relative_position import relative_position_bucket
 
 # bound of the relative-position bias: half of fp16's largest finite value (65504)
 BIAS_LIMIT = torch.finfo(torch.float16).max / 2
+BIAS_ALIGNMENT = 8  # elements: SDPA copies a bias whose row stride is not a multiple of it (preprocess_mask)
 
 
 class PlanBlock(NamedTuple):
@@ -50,11 +52,12 @@ class SelfAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.heads, self.head_dim).transpose(1, 2)  # B H T D
 
-    def forward(self, x, plan, past_kv=None):
+    def forward(self, x, plan, past=None):
         """``plan``: list of ``PlanBlock`` (see ``UniLMv2Transformer.attention_plan``) or a
         ``FlexPlan`` (one flex attention call; its SDPA plan if flex fails).
-        ``past_kv``: list of cached (k, v) segments that precede this call's keys (incremental
-        decoding). Returns the output and this call's own (k, v)."""
+        ``past``: a function that puts the cached keys and values before this call's
+        (``KVCache.extend`` of this layer; incremental decoding). Returns the output and this
+        call's own (k, v)."""
         q, k, v = self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))
         new_kv = (k, v)
         p = self.dropout if self.training else 0.0
@@ -64,32 +67,23 @@ class SelfAttention(nn.Module):
                 B, _, T, _ = y.shape
                 return self.out(y.transpose(1, 2).reshape(B, T, -1)), new_kv
             plan = plan.sdpa_plan()
-        if past_kv and len(past_kv) > 1:
-            # decoding steps: a few queries over the source and target caches, read in place
-            # (concatenating them would copy every cached key each step); with cached keys the
-            # plan is one block over all of them (asserted in UniLMv2Transformer.forward)
-            (block,) = plan
-            y = reference_attention(q, [*past_kv, new_kv], block.bias, p, self.training)
-        else:
-            if past_kv:
-                k = torch.cat([past_kv[0][0], k], dim=2)
-                v = torch.cat([past_kv[0][1], v], dim=2)
-            ys = []
-            for start, end, key_end, bias in plan:
-                qb, kb, vb = q[:, :, start:end], k[:, :, :key_end], v[:, :, :key_end]
-                if self.impl != "reference":
-                    ys.append(F.scaled_dot_product_attention(qb, kb, vb, attn_mask=bias, dropout_p=p))
-                else:
-                    ys.append(reference_attention(qb, [(kb, vb)], bias, p, self.training))
-            y = ys[0] if len(ys) == 1 else torch.cat(ys, dim=2)
+        if past is not None:
+            k, v = past(k, v)
+        ys = []
+        for start, end, key_end, bias in plan:
+            qb, kb, vb = q[:, :, start:end], k[:, :, :key_end], v[:, :, :key_end]
+            if self.impl != "reference":
+                ys.append(F.scaled_dot_product_attention(qb, kb, vb, attn_mask=bias, dropout_p=p))
+            else:
+                ys.append(reference_attention(qb, kb, vb, bias, p, self.training))
+        y = ys[0] if len(ys) == 1 else torch.cat(ys, dim=2)
         B, _, T, _ = y.shape
         return self.out(y.transpose(1, 2).reshape(B, T, -1)), new_kv
 
 
-def reference_attention(q, kv_segments, attn_bias, dropout_p=0.0, training=False):
-    """softmax(QK^T / sqrt(d) + bias) V, spelled out: the path the fast one is checked against.
-    The keys/values may come in consecutive segments [(k, v), ...]; they are never concatenated."""
-    scores = torch.cat([q @ k.transpose(-1, -2) for k, _ in kv_segments], -1) / math.sqrt(q.size(-1))
+def reference_attention(q, k, v, attn_bias, dropout_p=0.0, training=False):
+    """softmax(QK^T / sqrt(d) + bias) V, spelled out: the path the fast one is checked against."""
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))
     if attn_bias.dtype == torch.bool:
         scores = scores.masked_fill(~attn_bias, float("-inf"))
     else:
@@ -99,9 +93,7 @@ def reference_attention(q, kv_segments, attn_bias, dropout_p=0.0, training=False
     # a query that may see no key (a row of padding only) gets zeros, as torch's fused
     # attention gives, not 0/0 = NaN, which would poison the gradients of the whole batch
     probs = probs.masked_fill(scores.isneginf().all(-1, keepdim=True), 0.0).type_as(q)
-    probs = F.dropout(probs, dropout_p, training)
-    parts = probs.split([k.size(2) for k, _ in kv_segments], dim=-1)
-    return sum(p @ v for p, (_, v) in zip(parts, kv_segments))
+    return F.dropout(probs, dropout_p, training) @ v
 
 
 class Block(nn.Module):
@@ -117,8 +109,8 @@ class Block(nn.Module):
         self.ffn_ln = nn.LayerNorm(dim, eps=s.layernorm_eps)
         self.drop = nn.Dropout(s.dropout)
 
-    def forward(self, x, plan, past_kv=None):
-        a, kv = self.attn(x, plan, past_kv)
+    def forward(self, x, plan, past=None):
+        a, kv = self.attn(x, plan, past)
         x = self.attn_ln(x + self.drop(a))
         x = self.ffn_ln(x + self.drop(self.fc2(F.gelu(self.fc1(x)))))
         return x, kv
@@ -170,11 +162,15 @@ class UniLMv2Transformer(nn.Module):
     def attention_bias(self, q: TokenDescription, k: TokenDescription, dtype):
         """One additive bias [B, H, Tq, Tk] (or a bool mask [B, 1, Tq, Tk] without relative
         positions) shared by all layers."""
+        # fused attention pads a bias whose rows are not 8-element aligned (a copy in every layer,
+        # forward and backward): build it over keys padded with PAD columns to a multiple of 8 and
+        # hand over the view of the real ones. Worked example: Tk = 674 -> built over 680 columns
+        Tk, k = k.kinds.size(1), k.padded(BIAS_ALIGNMENT)
         allowed = attention_allowed(q.kinds, q.steps, k.kinds, k.steps).unsqueeze(1)
         if self.rel_pos_bias is None:
-            return allowed
+            return allowed[..., :Tk]
         bias = self.relative_bias(q.positions, k.positions, dtype)
-        return bias.masked_fill(~allowed, float("-inf"))
+        return bias.masked_fill(~allowed, float("-inf"))[..., :Tk]
 
     def relative_bias(self, q_pos, k_pos, dtype, bound=None):
         """The bias [B, H, Tq, Tk] of key position minus query position, without indexing the
@@ -273,30 +269,27 @@ class UniLMv2Transformer(nn.Module):
 
         ``prefix_len``: optional int, every row's context occupies columns [0, prefix_len)
         and nothing there may see the columns after it (see ``attention_plan``).
-        ``past`` = (per layer, a list of cached (k, v) segments; the ``TokenDescription`` of
-        all cached keys in that order): the tokens given here come after the cached ones
-        (incremental decoding). With ``return_kv``, each layer's (k, v) of these tokens."""
+        ``past``: a ``KVCache`` (``kv_cache.py``) whose tokens come before the ones given here
+        (the source, and in decoding steps the target so far). With ``return_kv``, each layer's
+        (k, v) of these tokens."""
         x = self.embed(tokens, positions, segments)
         q = TokenDescription(kinds, steps, positions)
-        k = q
-        if past is not None:
-            k = TokenDescription(*(torch.cat([p, t], dim=1) for p, t in zip(past[1], q, strict=True)))
+        k = q if past is None else past.describe(q)
         if prefix_len is not None:
             check_prefix_len(prefix_len, kinds)
         dtype = x.dtype
-        if past is None and torch.is_autocast_enabled(x.device.type):
+        if torch.is_autocast_enabled(x.device.type):
             # autocast runs the fused attention in its lower precision and would cast an fp32 bias
-            # to it in every layer: make it in that dtype once (the same values reach the kernel).
-            # Decoding steps (past) keep it: their explicit softmax adds it to the scores in fp32
+            # to it in every layer: make it in that dtype once (the same values reach the kernel)
             dtype = torch.get_autocast_dtype(x.device.type)
         if self.uses_flex(x, past):
             plan = self.flex_plan(q, dtype, prefix_len)
         else:
             plan = self.attention_plan(q, k, dtype, prefix_len)
-        assert past is None or len(plan) == 1, "cached keys are read in place by a one-block plan (SelfAttention)"
+        assert past is None or len(plan) == 1, "with cached keys every query attends over all keys: one block"
         kvs = []
         for i, layer in enumerate(self.layers):
-            x, kv = layer(x, plan, None if past is None else past[0][i])
+            x, kv = layer(x, plan, None if past is None else functools.partial(past.extend, i))
             if return_kv:
                 kvs.append(kv)
         return (x, kvs) if return_kv else x
