@@ -115,19 +115,18 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
             cache = self._source_cache(encoder_out, room=CACHE_ROOM)
         src_len = encoder_out["src_len"][0]
         p_tok = torch.full_like(prev[:, -1:], self.pseudo_idx)
-        if k == 0:
-            tokens, kinds, steps, offsets = p_tok, [PSEUDO], [1], [0]
-        else:
-            tokens = torch.cat([prev[:, -1:], p_tok], 1)
-            kinds, steps, offsets = [ORIGINAL, PSEUDO], [k, k + 1], [k - 1, k]
-
-        def per_row(values):
-            return torch.tensor(values, device=prev.device).expand(B, len(values))
-
-        cache.reserve(len(kinds))
-        h = self.transformer(tokens, self._positions(src_len, per_row(offsets)),
-                             torch.full_like(tokens, TARGET_SEGMENT), per_row(kinds), per_row(steps), past=cache)
-        cache.commit(len(kinds) - 1)  # the committed target token stays; the [P]'s slot is written over
+        # y_k (ORIGINAL, step k) if k > 0, then the [P] of step k+1; a token of step j sits at
+        # position src_len + j - 1. Made on the device (no host-to-device copy a step)
+        tokens = p_tok if k == 0 else torch.cat([prev[:, -1:], p_tok], 1)
+        n = tokens.size(1)
+        steps = torch.arange(k + 2 - n, k + 2, device=prev.device).expand(B, n)
+        kinds = torch.full_like(tokens, PSEUDO)
+        if k > 0:
+            kinds[:, 0] = ORIGINAL
+        cache.reserve(n)
+        h = self.transformer(tokens, self._positions(src_len, steps - 1), torch.full_like(tokens, TARGET_SEGMENT),
+                             kinds, steps, past=cache)
+        cache.commit(n - 1)  # the committed target token stays; the [P]'s slot is written over
         self.set_incremental_state(incremental_state, "cache", cache)
         return h[:, -1:]
 
