@@ -224,6 +224,7 @@ def test_lm_head_projection_is_the_token_embedding_itself(dictionary):
 
 
 def test_model_with_masked_tokens_projects_only_those_positions_and_equals_the_full_projection(dictionary):
+    """``masked_tokens`` as fairseq's bool mask or as the flat indices of its cells (no device sync)."""
     from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
 
     torch.manual_seed(0)
@@ -235,11 +236,12 @@ def test_model_with_masked_tokens_projects_only_those_positions_and_equals_the_f
     assert 0 < int(mask.sum()) < mask.numel()
     with torch.no_grad():
         some, _ = model(**batch["net_input"], masked_tokens=mask)
+        indexed, _ = model(**batch["net_input"], masked_tokens=mask.flatten().nonzero().squeeze(1))
         full, _ = model(**batch["net_input"])
         feats, _ = model(**batch["net_input"], features_only=True)
     assert full.shape == (*mask.shape, len(dictionary)) and feats.shape == (*mask.shape, 32)
     assert some.shape == (int(mask.sum()), len(dictionary))
-    assert torch.allclose(some, full[mask], atol=1e-6)
+    assert torch.allclose(some, full[mask], atol=1e-6) and torch.equal(indexed, some)
     assert torch.allclose(full, model.transformer.lm_head(feats), atol=1e-6)
 
 
@@ -337,3 +339,35 @@ def test_every_bias_block_reaches_the_fused_attention_with_8_aligned_rows_and_th
             assert torch.equal(a.bias, b.bias)
         assert torch.equal(hidden(model, ni), want)
         monkeypatch.undo()
+
+
+def test_the_pmlm_criterion_waits_for_the_device_once_and_gives_the_bool_selections_numbers(dictionary):
+    """One op that would make the host wait for a GPU (the index of the loss positions) where a
+    bool selection per tensor and per loss part made 7; its loss, counts and sums are those of
+    the bool selections."""
+    from types import SimpleNamespace
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from fairseq_pmlm.criterions.pmlm import PART_KINDS, PMLMCriterion
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
+
+    torch.manual_seed(0)
+    cfg = UniLMv2Config(encoder_layers=2, encoder_embed_dim=32, encoder_ffn_embed_dim=64, encoder_attention_heads=4)
+    model = UniLMv2Model(cfg, dictionary).eval()
+    criterion = PMLMCriterion(SimpleNamespace(target_dictionary=dictionary))
+    batch = random_batches(dictionary, 11, n_batches=1, size=4)[0]
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        loss, sample_size, out = criterion(model, batch)
+    assert sum(e.name == "aten::nonzero" for e in prof.events()) == 1
+    with torch.no_grad():
+        mask = batch["target"].ne(dictionary.pad())
+        logits, _ = model(**batch["net_input"], masked_tokens=mask)
+        nll = F.cross_entropy(logits, batch["target"][mask], reduction="none")
+        kinds = batch["net_input"]["kinds"][mask]
+    assert torch.equal(loss, nll.sum())
+    counts = {name: int(kinds.eq(kind).sum()) for name, kind in PART_KINDS.items()}
+    assert int(sample_size) == max(counts.values()) > 0
+    for name, kind in PART_KINDS.items():
+        assert int(out[f"{name}_count"]) == counts[name]
+        assert torch.allclose(out[f"{name}_loss"], nll[kinds.eq(kind)].sum(), rtol=1e-6)

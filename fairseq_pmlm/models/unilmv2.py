@@ -180,7 +180,8 @@ class UniLMv2Model(BaseFairseqModel):
                 masked_tokens=None, features_only=False, prev_output_tokens=None, src_lengths=None,
                 classification_head_name=None, span_head_name=None, **kwargs):
         """Pre-training batches (``kinds``/``steps`` given): hidden states, or LM logits only
-        where ``masked_tokens`` is True. Sequence-to-sequence batches (``prev_output_tokens``
+        where ``masked_tokens`` is True (a bool [B, T]; or the flat indices of those cells, in
+        B x T order). Sequence-to-sequence batches (``prev_output_tokens``
         given): the logits of the [P] tokens, one per target token, as fairseq's
         encoder-decoder models return them. ``prefix_len``: see ``attention_plan``.
         Plain ``[SOS] A [EOS] (B [EOS])`` batches (only ``src_tokens``, as fairseq's
@@ -203,8 +204,7 @@ class UniLMv2Model(BaseFairseqModel):
         if features_only:
             return x, {}
         if masked_tokens is not None:
-            # a bool mask (fairseq's convention) or the flat indices of its True cells (the pmlm
-            # criterion's), which need no device sync here
+            # indices (the pmlm criterion's) select without the device sync a bool mask needs
             flat = masked_tokens.dtype != torch.bool
             x = x.flatten(0, 1).index_select(0, masked_tokens) if flat else x[masked_tokens]
         return self.transformer.lm_head(x), {}
