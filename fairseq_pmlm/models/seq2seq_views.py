@@ -65,10 +65,12 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
         self.pad = dictionary.pad()
         self.pseudo_idx = pseudo_idx
 
-    def _positions(self, src_len, offsets):
+    def _positions(self, src_len, offsets, bound=None):
+        """``src_len`` + ``offsets``, checked against the model's limit. ``bound``: a host-side
+        upper bound of them; below the limit it spares the check's device sync (decoding steps)."""
         pos = src_len.unsqueeze(1) + offsets
         limit = self.transformer.shape.max_positions
-        if bool((pos >= limit).any()):
+        if (bound is None or bound >= limit) and bool((pos >= limit).any()):
             raise ValueError(
                 f"source + target need position {int(pos.max())} but the model has {limit} "
                 "(lower --max-len-b / --max-target-positions or --max-source-positions)"
@@ -124,8 +126,9 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
         if k > 0:
             kinds[:, 0] = ORIGINAL
         cache.reserve(n)
-        h = self.transformer(tokens, self._positions(src_len, steps - 1), torch.full_like(tokens, TARGET_SEGMENT),
-                             kinds, steps, past=cache)
+        # every source is at most the padded source length long: positions <= source_len + k
+        positions = self._positions(src_len, steps - 1, bound=cache.source_len + k)
+        h = self.transformer(tokens, positions, torch.full_like(tokens, TARGET_SEGMENT), kinds, steps, past=cache)
         cache.commit(n - 1)  # the committed target token stays; the [P]'s slot is written over
         self.set_incremental_state(incremental_state, "cache", cache)
         return h[:, -1:]
