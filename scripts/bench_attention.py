@@ -4,6 +4,8 @@ update (their q/k/v/out projections included), forward + backward, with the plan
 relative bias) built once as the model builds it. Variants say where the time goes:
 
   sdpa            the SDPA plan: two fused calls per layer over a bias that needs a gradient
+                  (the context block's shared by every row where the batch allows, as the model does)
+  sdpa, per row   the same with a context bias per row (the model before it shared one)
   sdpa, no bias   the same plan with the bias left out (the mask only): the bias gradient's cost
   forward only    without gradient (validation, scoring)
   flex            the flex plan (one call per layer, block mask, the bias as a score_mod)
@@ -26,6 +28,7 @@ from bench_gpu import SIZES, attention_ran, commit, common_args, device_info, pm
 
 from fairseq_pmlm.modules import flex_attention
 from fairseq_pmlm.modules.attention_rule import TokenDescription
+from fairseq_pmlm.modules.transformer import check_prefix_len
 from fairseq_pmlm.runtime.interrupts import one_line_exit
 
 # kernel options tried besides the module's own (fwd: query x key block; bwd: dK/dV pass M1 x N1, dQ pass M2 x N2)
@@ -74,9 +77,11 @@ def main(argv=None):
                 y.float().sum().backward()
         return update
 
-    def sdpa(bias=True):
+    shared = check_prefix_len(ni["prefix_len"], desc.kinds, desc.positions)
+
+    def sdpa(bias=True, share=shared):
         def make():
-            plan = model.attention_plan(desc, desc, dtype, ni["prefix_len"])
+            plan = model.attention_plan(desc, desc, dtype, ni["prefix_len"], share)
             return plan if bias else [b._replace(bias=b.bias.isfinite()) for b in plan]
         return make
 
@@ -95,6 +100,7 @@ def main(argv=None):
         attn.dropout = 0.0  # flex has none: every row without it, so they compare
     # (label, plan maker, with backward, kernel options to recompile flex with)
     rows = [("sdpa (the plan with the relative bias, which needs a gradient)", sdpa(), True, None),
+            ("sdpa, a context bias per row", sdpa(share=False), True, None),
             ("sdpa, no bias (mask only)", sdpa(bias=False), True, None),
             ("sdpa, forward only (no gradient: validation, scoring)", sdpa(), False, None)]
     if device == "cuda":
@@ -124,7 +130,8 @@ def main(argv=None):
               file=sys.stderr, flush=True)
     print(f"\ndevice: {name}; commit: {commit()}; torch {torch.__version__}; {s['layers']} layers' attention "
           f"(q/k/v/out projections included), batch {B} x {T} tokens ({ni['prefix_len']} context), "
-          f"{s['heads']} heads, fp16 on CUDA; forward + backward unless said, median of {a.steps}\n")
+          f"{s['heads']} heads, fp16 on CUDA; forward + backward unless said, median of {a.steps}; context "
+          f"bias {'shared by every row' if shared else 'per row (the batch has padding)'}\n")
     print("| variant | ms | ran |\n|---|---:|---|")
     for label, ms, ran in out:
         print(f"| {label} | {'-' if ms is None else f'{ms:.2f}'} | {ran} |")

@@ -96,6 +96,7 @@ def profile_update(s, args, device, attention_ran):
     from torch.profiler import ProfilerActivity, profile
 
     from fairseq_pmlm.modules.attention_rule import TokenDescription
+    from fairseq_pmlm.modules.transformer import check_prefix_len
 
     task, trainer = bench_pretrain.setup(args)
     sample = bench_pretrain.full_length_batch(task.dataset("train"), s["batch"], s["length"])
@@ -143,18 +144,23 @@ def profile_update(s, args, device, attention_ran):
     lines += [f"| {c} | {totals[c] / 1e3:.2f} | {share(totals[c])} | {why} |" for c, why in CATEGORIES]
     lines.append(f"| all kernels | {total / 1e3:.2f} | {share(total)} | the rest of the update: "
                  f"{'device idle (launch gaps, host work)' if cuda else 'Python and fairseq between ops'} |")
-    # the bias alone: the SDPA plan's bias of both blocks, forward + backward
+    # the bias alone: the SDPA plan's biases as the model builds them (the context block's shared by
+    # every row where the batch allows), forward + backward; a shared bias's gradient comes summed
+    # over the batch, as SDPA's broadcast of it gives it
     ni = {k: v.to(next(transformer.parameters()).device) for k, v in sample["net_input"].items() if torch.is_tensor(v)}
     q = TokenDescription(ni["kinds"], ni["steps"], ni["positions"])
-    P = sample["net_input"]["prefix_len"]
+    P, B = sample["net_input"]["prefix_len"], ni["kinds"].size(0)
+    shared = check_prefix_len(P, ni["kinds"], ni["positions"])
     dtype = next(transformer.parameters()).dtype
 
     def bias_pass():
-        ctx, app = q.columns(0, P), q.columns(P)
-        out = [transformer.attention_bias(ctx, ctx, dtype), transformer.attention_bias(app, q, dtype)]
-        torch.autograd.backward([b for b in out], [torch.ones_like(b) for b in out])
+        plan = transformer.attention_plan(q, q, dtype, P, shared)
+        out = [b.bias.expand(B, -1, -1, -1) for b in plan if b.bias is not None and b.bias.requires_grad]
+        if out:
+            torch.autograd.backward(out, [torch.ones_like(b) for b in out])
 
     bias = bench_pretrain.time_calls(bias_pass, 1, s["steps"])
-    lines += ["", "relative-position bias of the SDPA path (forward + backward, both attention blocks, timed alone): "
+    lines += ["", "relative-position bias of the SDPA path (forward + backward, both attention blocks, timed alone; "
+                  f"context bias {'shared by every row' if shared else 'per row'}): "
                   f"{1000 * bias:.2f} ms of a {ms:.1f} ms update = {100 * bias / update:.1f}% (target <= 3%)"]
     return "\n".join(lines)

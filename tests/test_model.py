@@ -307,10 +307,12 @@ def test_under_autocast_the_bias_is_made_in_the_attention_dtype_with_the_same_ou
     ni = random_batches(dictionary, 7, n_batches=1, size=3)[0]["net_input"]
     seen = []
     plan = model.attention_plan
-    monkeypatch.setattr(model, "attention_plan", lambda q, k, dtype, p=None: seen.append(dtype) or plan(q, k, dtype, p))
+    monkeypatch.setattr(model, "attention_plan",
+                        lambda q, k, dtype, p=None, shared=False: seen.append(dtype) or plan(q, k, dtype, p, shared))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         ours = hidden(model, ni)
-        monkeypatch.setattr(model, "attention_plan", lambda q, k, dtype, p=None: plan(q, k, torch.float32, p))
+        monkeypatch.setattr(model, "attention_plan",
+                            lambda q, k, dtype, p=None, shared=False: plan(q, k, torch.float32, p, shared))
         fp32_bias = hidden(model, ni)
     assert seen == [torch.bfloat16]
     assert torch.equal(ours, fp32_bias)
@@ -371,3 +373,75 @@ def test_the_pmlm_criterion_waits_for_the_device_once_and_gives_the_bool_selecti
     for name, kind in PART_KINDS.items():
         assert int(out[f"{name}_count"]) == counts[name]
         assert torch.allclose(out[f"{name}_loss"], nll[kinds.eq(kind)].sum(), rtol=1e-6)
+
+
+def alike_contexts_batch(d, seed, size=4, n1=9, n2=12, **masking):
+    """A batch whose contexts all have the same length (so the same positions, no padding); the
+    masks, and so the appended parts, differ."""
+    rng = np.random.default_rng(seed)
+    samples = [example(int(rng.integers(1 << 30)), *random_context(rng, d, n1, n2), d, "ae+par", **masking)
+               for _ in range(size)]
+    return collate(samples, d)
+
+
+@pytest.mark.parametrize("buckets", [32, None], ids=["relpos", "no-relpos"])
+def test_a_batch_of_alike_contexts_builds_one_context_bias_for_every_row_with_the_same_outputs_and_gradients(
+        buckets, dictionary, monkeypatch):
+    """Contexts without padding and with the same positions have the same context-block bias: the
+    plan builds it once ([1, H, P, P]) and the attention broadcasts it; without relative positions
+    the block needs no mask at all (None). Hidden states equal the per-row bias's; in float64 every
+    parameter's gradient (the bias table's included) matches the explicit-softmax path over one
+    dense masked block."""
+    from fairseq_pmlm.modules import transformer
+
+    fast, ref = pair(len(dictionary), buckets)
+    ni = alike_contexts_batch(dictionary, 3)["net_input"]
+    p, B = ni["prefix_len"], ni["kinds"].size(0)
+    assert p < ni["kinds"].size(1) and not (ni["kinds"][:, :p] == PAD).any()
+    assert transformer.check_prefix_len(p, ni["kinds"], ni["positions"]) is True
+    desc = TokenDescription(ni["kinds"], ni["steps"], ni["positions"])
+    shared = fast.attention_plan(desc, desc, torch.float32, p, shared_context=True)
+    per_row = fast.attention_plan(desc, desc, torch.float32, p)
+    if buckets is None:
+        assert shared[0].bias is None and per_row[0].bias.all()
+    else:
+        assert shared[0].bias.shape == (1, 4, p, p) and per_row[0].bias.shape == (B, 4, p, p)
+        assert torch.equal(shared[0].bias.expand(B, -1, -1, -1), per_row[0].bias)
+    assert torch.equal(shared[1].bias, per_row[1].bias)
+    want = hidden(fast, ni)
+    with monkeypatch.context() as m:
+        m.setattr(transformer, "check_prefix_len", lambda *a: False)
+        assert torch.equal(hidden(fast, ni), want)
+
+    for model in (fast, ref):
+        model.train().double()
+        for mod in model.modules():
+            if isinstance(mod, torch.nn.Dropout):
+                mod.p = 0.0
+        for layer in model.layers:
+            layer.attn.dropout = 0.0
+    args = (ni["src_tokens"], ni["positions"], ni["segments"], ni["kinds"], ni["steps"])
+    w = torch.randn(*ni["kinds"].shape, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    keep = (ni["kinds"] != PAD).unsqueeze(-1).double()
+    (fast(*args, prefix_len=p) * keep * w).sum().backward()
+    (ref(*args) * keep * w).sum().backward()
+    assert buckets is None or fast.rel_pos_bias.weight.grad.abs().max() > 0
+    for (name, a), b in zip(fast.named_parameters(), ref.parameters()):
+        assert (a.grad is None) == (b.grad is None), name
+        if a.grad is not None:
+            assert torch.allclose(a.grad, b.grad, atol=1e-9, rtol=1e-6), name
+
+
+def test_contexts_with_padding_or_other_positions_keep_a_bias_per_row(dictionary):
+    """The context bias is shared only where every row's context is the same: one padded row, or
+    one row's positions shifted, and each row gets its own."""
+    from fairseq_pmlm.modules import transformer
+
+    ni = random_batches(dictionary, 7, n_batches=1, size=3)[0]["net_input"]
+    assert (ni["kinds"][:, : ni["prefix_len"]] == PAD).any()
+    assert transformer.check_prefix_len(ni["prefix_len"], ni["kinds"], ni["positions"]) is False
+    ni = alike_contexts_batch(dictionary, 4)["net_input"]
+    positions = ni["positions"].clone()
+    positions[1] += 1
+    assert transformer.check_prefix_len(ni["prefix_len"], ni["kinds"], positions) is False
+    assert transformer.check_prefix_len(ni["prefix_len"], ni["kinds"], ni["positions"]) is True

@@ -29,6 +29,10 @@ class TokenDescription(NamedTuple):
         """The description of columns [start, end)."""
         return TokenDescription(*(t[:, start:end] for t in self))
 
+    def first_row(self):
+        """The description of the first row alone ([1, T]): what a bias shared by every row reads."""
+        return TokenDescription(*(t[:1] for t in self))
+
     def padded(self, multiple):
         """The description with PAD columns (step 0, position 0) appended up to a multiple of
         ``multiple`` columns."""
