@@ -9,18 +9,16 @@ Importing also changes some of fairseq's behaviour process-wide (atomic checkpoi
 preemption, a clean exit, quiet imports, one-line errors): docs/DESIGN.md §8 is the one list of those
 changes, each with the fairseq behaviour it replaces and the test that pins it.
 """
-import sys
-
 # the order in which these were always imported (atexit hooks run in reverse order)
 # isort: off
 from .runtime import checkpoint_files  # noqa: F401  (installs its changes)
-from .errors import print_one_line_errors
+from .errors import install_one_line_errors
 from . import criterions, models  # noqa: F401  (registers them)
 from .runtime import fused_adam, preemption, quiet, safe_exit  # noqa: F401  (install their changes)
 from . import tasks  # noqa: F401  (registers them)
 from .scoring import rouge  # noqa: F401  (registers the scorer)
 # isort: on
 
-sys.excepthook = print_one_line_errors  # a OneLineError reaching the top of a program: its line, exit 2
+install_one_line_errors()  # a OneLineError reaching the top of a program: its line, exit 2
 
 __version__ = "0.1.0"

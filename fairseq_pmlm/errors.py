@@ -45,3 +45,9 @@ def print_one_line_errors(kind, value, traceback, _previous=sys.excepthook):
         exit_with_error(os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") else "python",
                         line)
     _previous(kind, value, traceback)
+
+
+def install_one_line_errors():
+    """Errors that reach the top of a program go through ``print_one_line_errors`` (the package's
+    ``__init__`` and the scripts that import a module without it both call this)."""
+    sys.excepthook = print_one_line_errors

@@ -45,6 +45,6 @@ def without_registration():
     if "fairseq_pmlm" not in sys.modules:
         spec = importlib.util.find_spec("fairseq_pmlm")
         sys.modules["fairseq_pmlm"] = importlib.util.module_from_spec(spec)  # its __path__, nothing run
-        from fairseq_pmlm.errors import print_one_line_errors
+        from fairseq_pmlm.errors import install_one_line_errors
 
-        sys.excepthook = print_one_line_errors
+        install_one_line_errors()
