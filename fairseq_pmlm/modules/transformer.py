@@ -77,9 +77,11 @@ class SelfAttention(nn.Module):
                 ys.append(F.scaled_dot_product_attention(qb, kb, vb, attn_mask=bias, dropout_p=p))
             else:
                 ys.append(reference_attention(qb, kb, vb, bias, p, self.training))
-        y = ys[0] if len(ys) == 1 else torch.cat(ys, dim=2)
-        B, _, T, _ = y.shape
-        return self.out(y.transpose(1, 2).reshape(B, T, -1)), new_kv
+        # [B, T, H, D] blocks joined along T: one copy (joining [B, H, T, D] along T, then transposing,
+        # would copy twice); CUDA's fused kernels return that layout already, so one block needs none
+        y = torch.cat([y.transpose(1, 2) for y in ys], dim=1) if len(ys) > 1 else ys[0].transpose(1, 2)
+        B, T = y.shape[:2]
+        return self.out(y.reshape(B, T, -1)), new_kv
 
 
 def reference_attention(q, k, v, attn_bias, dropout_p=0.0, training=False):
