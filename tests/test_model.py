@@ -435,3 +435,28 @@ def test_contexts_with_padding_or_other_positions_keep_a_bias_per_row(dictionary
     positions[1] += 1
     assert transformer.check_prefix_len(ni["prefix_len"], ni["kinds"], positions) is False
     assert transformer.check_prefix_len(ni["prefix_len"], ni["kinds"], ni["positions"]) is True
+
+
+def test_under_bf16_autocast_a_shared_context_bias_trains_as_the_per_row_one(dictionary, monkeypatch):
+    """Under autocast the shared bias is made in bf16 and its gradient summed over the batch in
+    bf16: the hidden states equal the per-row bias's, and the bias table's gradient (summed in
+    another order) agrees within bf16's rounding."""
+    from fairseq_pmlm.modules import transformer
+
+    ni = alike_contexts_batch(dictionary, 5, size=6)["net_input"]
+    args = (ni["src_tokens"], ni["positions"], ni["segments"], ni["kinds"], ni["steps"])
+    results = []
+    for shared in (True, False):
+        model = tiny_transformer(len(dictionary), 32).train()
+        with monkeypatch.context() as m:
+            if not shared:
+                m.setattr(transformer, "check_prefix_len", lambda *a: False)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                torch.manual_seed(0)  # the same dropout masks
+                h = model(*args, prefix_len=ni["prefix_len"])
+            (h.float() * (ni["kinds"] != PAD).unsqueeze(-1)).square().sum().backward()
+        results.append((h, model.rel_pos_bias.weight.grad))
+    (h_shared, g_shared), (h_rows, g_rows) = results
+    assert torch.equal(h_shared, h_rows)
+    assert g_rows.abs().max() > 0
+    assert (g_shared - g_rows).abs().max() <= 2e-2 * g_rows.abs().max(), (g_shared - g_rows).abs().max()
