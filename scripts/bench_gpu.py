@@ -15,8 +15,9 @@ also one PMLM AE+PAR fp16 update's kernels (torch.profiler; kernels only, shares
 update time) with named totals for attention, relative bias, optimizer and copies, and the
 relative-position bias's own forward + backward time against the update's, written to FILE.
 ``--attention sdpa|flex|both``: PMLM's attention path (flex: the one-call flex attention path).
+``--compile``: also the PMLM rows with ``--compile-layers`` (each layer through torch.compile).
 
-    python scripts/bench_gpu.py [--smoke] [--peak-tflops 989] [--profile FILE] [--attention both]
+    python scripts/bench_gpu.py [--smoke] [--peak-tflops 989] [--profile FILE] [--attention both] [--compile]
 """
 import argparse
 import os
@@ -34,7 +35,7 @@ import torch
 from bench_gpu_profile import profile_update
 from bench_pretrain import REPO
 
-from fairseq_pmlm.modules import flex_attention
+from fairseq_pmlm.modules import compiled_layers, flex_attention
 from fairseq_pmlm.modules.attention_rule import ORIGINAL
 from fairseq_pmlm.runtime.interrupts import one_line_exit
 
@@ -159,6 +160,12 @@ def attention_args(attention):
     return ["--attention-impl", attention] + (["--attention-dropout", "0"] if attention == "flex" else [])
 
 
+def compiled_name():
+    """What a --compile-layers row ran: compiled layers, or eager ones where compiling failed."""
+    failed = compiled_layers.failure()
+    return ", layers compiled" if failed is None else f", layers eager (compiling failed: {type(failed).__name__})"
+
+
 def row_name(what, m, flex_asked):
     """A row's name with the attention path it measured ran (flex asked for: trained without attention
     dropout, which flex lacks; on the CPU, which has no flex backward, the model falls back to SDPA)."""
@@ -175,6 +182,8 @@ def pretraining_rows(a, s, work, device, peak):
 
     def measure(label, argv, make_batches, steps):
         calls = flex_attention.calls()
+        if "--compile-layers" in argv:  # compiled afresh for this row's one batch shape (static shapes)
+            torch._dynamo.reset()
         task, trainer = bench_pretrain.setup(common + argv)
         batches, extra = make_batches(task)
         if device == "cuda":
@@ -232,6 +241,23 @@ def pretraining_rows(a, s, work, device, peak):
                 (row_name("PMLM AE only", fx_ae, True), "fp16", fx_ae, f"{fx_ae['seqs'] / rob['seqs']:.2f}x roberta's"),
                 (row_name("PMLM AE+PAR", fx_bf16, True), "bf16 autocast", fx_bf16,
                  f"{fx_bf16['seqs'] / fx['seqs']:.2f}x its fp16 row")]
+    compiled = []
+    if a.compile:  # the same rows with --compile-layers (compiling happens in the warm-up updates)
+        cmp = measure("PMLM AE+PAR fp16, layers compiled", pmlm + ["--compile-layers"] + precision_args["fp16"],
+                      pmlm_batch, s["steps"])
+        cmp_bf16 = measure("PMLM AE+PAR bf16 autocast, layers compiled",
+                           pmlm + ["--compile-layers"] + precision_args["bf16 autocast"], pmlm_batch, s["steps"])
+        cmp_ae = measure("PMLM AE fp16, layers compiled", pmlm_args("ae") + attention_args(main) + ["--compile-layers"]
+                         + precision_args["fp16"], pmlm_batch, s["steps"])
+        def vs(m, ref, what):
+            return f"{m['seqs'] / ref['seqs']:.2f}x {what}"
+
+        compiled = [(row_name("PMLM AE+PAR", cmp, False) + compiled_name(), "fp16", cmp,
+                     f"{vs(cmp, rob, 'roberta')}'s sequences/s, {vs(cmp, fp16, 'eager')}"),
+                    (row_name("PMLM AE+PAR", cmp_bf16, False) + compiled_name(), "bf16 autocast", cmp_bf16,
+                     f"{vs(cmp_bf16, cmp, 'its fp16 row')}, {vs(cmp_bf16, fp16, 'eager fp16')}"),
+                    (row_name("PMLM AE only", cmp_ae, False) + compiled_name(), "fp16", cmp_ae,
+                     f"{vs(cmp_ae, rob, 'roberta')}'s sequences/s, {vs(cmp_ae, ae, 'eager')}")]
     flex_asked = main == "flex"
     return [
         ("fairseq roberta_base masked_lm", "fp16", rob, "reference for the pre-training rows"),
@@ -243,7 +269,7 @@ def pretraining_rows(a, s, work, device, peak):
          f"{ae['seqs'] / rob['seqs']:.2f}x roberta's sequences/s (target >= 1.2)"),
         (f"naive: one cloze instance per factorization step ({per_example:.1f} per example), {nv['attention']} "
          "attention", "fp16", nv, f"PMLM fp16 is {fp16['seqs'] / nv['seqs']:.1f}x faster"),
-    ] + flex
+    ] + flex + compiled
 
 
 DECODING_ROUNDS = 3
@@ -309,6 +335,9 @@ def main(argv=None):
                    help="PMLM's attention path: auto (the model's default, today SDPA), sdpa, flex (trained "
                         "without attention dropout, which flex lacks), both (the auto rows plus flex rows; "
                         "--profile: both)")
+    p.add_argument("--compile", action="store_true",
+                   help="also the PMLM rows with --compile-layers (torch.compile of each layer; --profile: also "
+                        "its update)")
     a = p.parse_args(argv)
     s = SIZES["smoke" if a.smoke else "base"]
     device, name, peak = device_info(a.peak_tflops)
@@ -323,12 +352,14 @@ def main(argv=None):
         if a.profile:  # both: the default path (SDPA under the paper's attention dropout) and flex
             common, precision_args = common_args(s, os.path.join(work, "bin"), device)
             parts = []
-            paths = ["auto", "flex"] if a.attention == "both" else [a.attention]
-            for attention in paths:
+            paths = [(attention, []) for attention in (["auto", "flex"] if a.attention == "both" else [a.attention])]
+            paths += [("auto" if a.attention == "both" else a.attention, ["--compile-layers"])] if a.compile else []
+            for attention, extra in paths:
                 calls = flex_attention.calls()
                 parts.append(profile_update(s, common + pmlm_args("ae+par") + precision_args["fp16"]
-                                            + attention_args(attention), device,
-                                            lambda calls=calls: attention_ran(calls)))
+                                            + attention_args(attention) + extra, device,
+                                            lambda calls=calls, extra=extra: f"{attention_ran(calls)} attention"
+                                            + (compiled_name() if extra else "")))
                 progress(f"profile {len(parts)} of {len(paths)} done")
             profiled = "\n\n".join(parts)
             with open(a.profile, "w") as f:

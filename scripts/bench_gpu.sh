@@ -3,7 +3,8 @@
 # naive one-instance-per-step way, fp16 vs the plugin's bf16, decoding vs bart_base; prints one
 # markdown table (device, commit, ratios) for docs/BENCHMARKS.md. The work is scripts/bench_gpu.py.
 #
-#   bash scripts/bench_gpu.sh [--wheels DIR] [--smoke] [--peak-tflops N] [--profile FILE] [--attention A] [--log FILE]
+#   bash scripts/bench_gpu.sh [--wheels DIR] [--smoke] [--peak-tflops N] [--profile FILE] [--attention A] [--compile]
+#                             [--log FILE]
 #
 # Environment: the python on PATH if it imports torch and fairseq_pmlm; else .venv is set up by
 # scripts/setup_env.sh (needs a package index), or, with --wheels DIR, on a machine without one
@@ -13,20 +14,22 @@
 # --smoke: tiny sizes on the CPU in well under a minute (the tests run it). --profile FILE: also
 # the kernels of one PMLM update as shares of the measured update, with named totals (attention,
 # relative bias, optimizer, copies), into FILE. --attention auto|sdpa|flex|both: PMLM's attention
-# path (both: the default rows plus flex rows). --log FILE: keep the full log (fairseq's and torch's
+# path (both: the default rows plus flex rows). --compile: also the PMLM rows with --compile-layers
+# (torch.compile of each layer). --log FILE: keep the full log (fairseq's and torch's
 # lines, a flex fallback's reason) there; by default it is shown only if the run fails.
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
 declare -A FLAGS=([--wheels]=WHEELS [--smoke]=SMOKE:switch [--peak-tflops]=PEAK [--profile]=PROFILE
-                  [--attention]=ATTENTION [--log]=LOG)
-WHEELS='' SMOKE='' PEAK='' PROFILE='' ATTENTION='' LOG=''
+                  [--attention]=ATTENTION [--compile]=COMPILE:switch [--log]=LOG)
+WHEELS='' SMOKE='' PEAK='' PROFILE='' ATTENTION='' COMPILE='' LOG=''
 parse_flags "$@"
 args=()
 if [ -n "$SMOKE" ]; then args+=(--smoke); fi
 if [ -n "$PEAK" ]; then args+=(--peak-tflops "$PEAK"); fi
 if [ -n "$PROFILE" ]; then args+=(--profile "$(abs_path "$PROFILE")"); fi
 if [ -n "$ATTENTION" ]; then args+=(--attention "$ATTENTION"); fi
+if [ -n "$COMPILE" ]; then args+=(--compile); fi
 if [ -n "$LOG" ]; then
   [ -d "$(dirname "$LOG")" ] || die "--log $LOG: no such directory $(dirname "$LOG")"
   log=$(abs_path "$LOG")

@@ -16,9 +16,10 @@ CATEGORIES = (
     ("copies", "aten::copy_ and memcpy kernels outside the above"),
     ("other", "matmuls, elementwise, layer norm, loss, ..."),
 )
-# the model compiles only flex attention: its Triton kernels (triton_tem_*: the templates, others
-# around them) run under the compiled region's ranges
-ATTENTION = re.compile(r"attention|fmha|flash|flex|triton_tem|CompiledFunction|Torch-Compiled Region", re.IGNORECASE)
+# attention: a kernel so named (fused SDPA's fmha/flash, flex's Triton templates triton_tem_*) or launched
+# by an op so named. Not every kernel of a compiled region: with --compile-layers a layer's residual,
+# LayerNorm and GELU kernels run in one too
+ATTENTION = re.compile(r"attention|fmha|flash|flex|triton_tem", re.IGNORECASE)
 BIAS_RANGE, OPTIMIZER_RANGE = "pmlm::relative_bias", "pmlm::optimizer"
 
 
@@ -86,13 +87,13 @@ def categorize(name, chain, bias_seq):
     return "other"
 
 
-def profile_update(s, args, device, attention_ran):
+def profile_update(s, args, device, ran):
     """One PMLM AE+PAR fp16 update under torch.profiler: its kernels by self time on the device
     (CUDA kernels on a GPU; on a CPU, ops by self CPU time), each as a share of the MEASURED update
     time (the median of timed updates without the profiler), and named totals (attention, relative
     bias, optimizer, copies, other), so a regression names itself. Also the relative-position bias's
-    forward + backward timed alone at the update's shapes. ``attention_ran()``: the attention path the
-    timed updates ran, for the title. Returns the text (markdown)."""
+    forward + backward timed alone at the update's shapes. ``ran()``: what the timed updates ran (the
+    attention path, compiled layers), for the title. Returns the text (markdown)."""
     from torch.profiler import ProfilerActivity, profile
 
     from fairseq_pmlm.modules.attention_rule import TokenDescription
@@ -101,7 +102,7 @@ def profile_update(s, args, device, attention_ran):
     task, trainer = bench_pretrain.setup(args)
     sample = bench_pretrain.full_length_batch(task.dataset("train"), s["batch"], s["length"])
     update = bench_pretrain.time_updates(trainer, sample, s["warmup"], s["steps"])
-    attention = attention_ran()
+    attention = ran()
     transformer = trainer.model.transformer
     for name in ("relative_bias", "distance_table"):
         labelled(transformer, name, BIAS_RANGE)
@@ -133,7 +134,7 @@ def profile_update(s, args, device, attention_ran):
 
     what = ("CUDA kernels by self device time" if cuda else
             "CPU ops by self CPU time (on a CPU the ops are the kernels: no device, no launches)")
-    lines = [f"one PMLM AE+PAR fp16 update ({attention} attention), the mean of {n} profiled: {what}; shares are "
+    lines = [f"one PMLM AE+PAR fp16 update ({attention}), the mean of {n} profiled: {what}; shares are "
              f"of the measured update, {ms:.2f} ms (median of {s['steps']} unprofiled updates; profiled: "
              f"{1000 * profiled:.1f} ms); kernels total {total / 1e3:.1f} ms = {share(total)}", "",
              "| kernel | calls | ms | share |", "|---|---:|---:|---:|"]

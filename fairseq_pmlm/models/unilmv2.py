@@ -45,6 +45,12 @@ class UniLMv2Config(FairseqDataclass, TransformerShape):
                           "(training without attention dropout; on the CPU, forward only); sdpa: PyTorch fused "
                           "attention; reference: explicit softmax (for checks)"},
     )
+    compile_layers: bool = field(
+        default=False,
+        metadata={"help": "training: run each layer through torch.compile (fused residual, dropout, LayerNorm and "
+                          "GELU kernels; pays on a GPU, not on the CPU); where it fails to compile, the layers run "
+                          "eagerly (one log line)"},
+    )
     # a model option, not a task one: the cfg.model a checkpoint records is what fairseq-generate,
     # the hub and the exporter rebuild the decoder from (the task's cfg comes from the command line)
     pseudo_token: ChoiceEnum(list(PSEUDO_TOKENS)) = field(
@@ -123,7 +129,8 @@ class UniLMv2Model(BaseFairseqModel):
         self.cfg = cfg
         dictionary = model_dictionary(dictionary)
         self.pad, self.bos, self.eos = dictionary.pad(), dictionary.bos(), dictionary.eos()
-        self.transformer = UniLMv2Transformer(TransformerShape.of(cfg), len(dictionary), str(cfg.attention_impl))
+        self.transformer = UniLMv2Transformer(TransformerShape.of(cfg), len(dictionary), str(cfg.attention_impl),
+                                              bool(safe_getattr(cfg, "compile_layers", False)))
         # a checkpoint remembers its dictionary, so loading it with another one fails loudly
         self.register_buffer("dictionary_digest", dictionary_digest(dictionary))
         # whether the LM head has trained on top of this body: the pre-training task warms an

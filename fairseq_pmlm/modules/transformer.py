@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..arch import TransformerShape
-from . import flex_attention
+from . import compiled_layers, flex_attention
 from .attention_rule import CONTEXT, TokenDescription, attention_allowed
 from .relative_position import relative_position_bucket
 
@@ -138,11 +138,12 @@ class LMHead(nn.Module):
 class UniLMv2Transformer(nn.Module):
     """``attention_impl``: "auto" (the measured-fastest path: SDPA), "flex" (flex wherever
     it can: also the CPU's forward without gradient, else SDPA), "sdpa" (PyTorch's fused
-    kernels) or "reference" (explicit softmax)."""
+    kernels) or "reference" (explicit softmax). ``compile_layers``: training forwards run each
+    layer through torch.compile (``compiled_layers.py``)."""
 
-    def __init__(self, s: TransformerShape, vocab_size, attention_impl="auto"):
+    def __init__(self, s: TransformerShape, vocab_size, attention_impl="auto", compile_layers=False):
         super().__init__()
-        self.shape, self.attention_impl = s, attention_impl
+        self.shape, self.attention_impl, self.compile_layers = s, attention_impl, compile_layers
         dim = s.encoder_embed_dim
         self.embed_tokens = nn.Embedding(vocab_size, dim)
         self.embed_positions = nn.Embedding(s.max_positions, dim)
@@ -301,9 +302,13 @@ class UniLMv2Transformer(nn.Module):
         else:
             plan = self.attention_plan(q, k, dtype, prefix_len, shared_context)
         assert past is None or len(plan) == 1, "with cached keys every query attends over all keys: one block"
+        compiled = self.compile_layers and self.training and past is None and isinstance(plan, list)
         kvs = []
         for i, layer in enumerate(self.layers):
-            x, kv = layer(x, plan, None if past is None else functools.partial(past.extend, i))
+            if compiled:
+                x, kv = compiled_layers.run(layer, x, plan)
+            else:
+                x, kv = layer(x, plan, None if past is None else functools.partial(past.extend, i))
             if return_kv:
                 kvs.append(kv)
         return (x, kvs) if return_kv else x

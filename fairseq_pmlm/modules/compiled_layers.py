@@ -1,0 +1,50 @@
+"""``--compile-layers``: each Transformer layer's training forward through ``torch.compile``
+(docs/DESIGN.md §2).
+
+What it buys: inductor fuses the kernels between the matmuls and the attention call (bias add,
+dropout, residual add, LayerNorm, GELU, forward and backward) and launches fewer of them, which
+eager PyTorch runs one by one. The attention call itself stays PyTorch's fused SDPA kernel.
+Worth it on a GPU; measured on the CPU it gains nothing.
+
+One compiled function serves every layer: the layer is an argument, and torch.compile (which
+inlines nn.Modules and passes their parameters as inputs) compiles the code once, not once per
+layer. A batch of a new length recompiles once with the length dynamic, then no more.
+Only training forwards over whole sequences with the SDPA plan take it: evaluation, decoding
+(cached keys) and the flex path run eagerly.
+
+A machine where it fails to compile (no C compiler or Triton, an unsupported op) runs the
+layers eagerly with one log line, for the rest of the process; it never stops a run.
+"""
+import logging
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+# the compiled function, and the failure that turned compiling off (None: none yet)
+_state = {"compiled": None, "failure": None}
+
+
+def failure():
+    """The error that turned compiled layers off in this process, or None."""
+    return _state["failure"]
+
+
+def _call(layer, x, plan):
+    return layer(x, plan)
+
+
+def run(layer, x, plan):
+    """``layer(x, plan)`` compiled; eagerly once compiling has failed in this process."""
+    if _state["failure"] is None:
+        if _state["compiled"] is None:
+            _state["compiled"] = torch.compile(_call)
+        try:
+            return _state["compiled"](layer, x, plan)
+        except torch.OutOfMemoryError:
+            raise  # the eager layer needs more memory, not less
+        except Exception as e:  # noqa: BLE001 - any compile failure: run eagerly, never stop the run
+            _state["failure"] = e
+            logger.warning("torch.compile of the layers failed on this machine, running them eagerly for the rest "
+                           "of the run: %s: %s", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    return layer(x, plan)

@@ -1,0 +1,103 @@
+"""``--compile-layers`` (modules/compiled_layers.py): compiled layers compute what the eager ones do,
+a machine where compiling fails runs them eagerly with one warning, and only training takes them."""
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from fairseq_pmlm.modules import compiled_layers
+from fairseq_pmlm.modules.attention_rule import PAD
+
+from helpers import collate, example, random_context, tiny_transformer
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture
+def fresh_state(monkeypatch):
+    """This test's own compiled function and failure, none of another test's."""
+    monkeypatch.setattr(compiled_layers, "_state", {"compiled": None, "failure": None})
+
+
+def batch(d, seed=0, size=3):
+    rng = np.random.default_rng(seed)
+    samples = []
+    for _ in range(size):
+        ctx, seg, maskable = random_context(rng, d, int(rng.integers(8, 20)), int(rng.integers(8, 20)))
+        samples.append(example(int(rng.integers(1 << 30)), ctx, seg, maskable, d, "ae+par", mask_prob=0.3))
+    return collate(samples, d)["net_input"]
+
+
+def twins(d, compiled=True):
+    """(eager, compiled) tiny models with the same weights, training, no dropout (so that both see
+    the same numbers)."""
+    models = [tiny_transformer(len(d), 32, "sdpa", seed=5) for _ in range(2)]
+    models[1].load_state_dict(models[0].state_dict())
+    models[1].compile_layers = compiled
+    for m in models:
+        m.train()
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.Dropout):
+                mod.p = 0.0
+        for layer in m.layers:
+            layer.attn.dropout = 0.0
+    return models
+
+
+def forward_backward(model, ni):
+    args = (ni["src_tokens"], ni["positions"], ni["segments"], ni["kinds"], ni["steps"])
+    out = model(*args, prefix_len=ni["prefix_len"])
+    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(0))
+    (out * (ni["kinds"] != PAD).unsqueeze(-1) * w).sum().backward()
+    return out.detach()
+
+
+def test_compiled_layers_give_the_eager_layers_hidden_states_and_gradients(dictionary, fresh_state, monkeypatch):
+    calls = []
+    run = compiled_layers.run
+    monkeypatch.setattr(compiled_layers, "run", lambda *a: calls.append(1) or run(*a))
+    eager, compiled = twins(dictionary)
+    ni = batch(dictionary)
+    want, got = forward_backward(eager, ni), forward_backward(compiled, ni)
+    assert compiled_layers.failure() is None and compiled_layers._state["compiled"] is not None
+    assert len(calls) == len(compiled.layers)  # every layer went through the compiled function
+    real = ni["kinds"] != PAD
+    assert (got[real] - want[real]).abs().max() < 1e-5
+    for (name, p), q in zip(eager.named_parameters(), compiled.parameters()):
+        assert (p.grad is None) == (q.grad is None), name
+        if p.grad is not None:
+            assert torch.allclose(p.grad, q.grad, atol=1e-5, rtol=1e-4), name
+    assert compiled.rel_pos_bias.weight.grad.abs().sum() > 0  # the table's gradient passes the compiled layers
+
+
+def test_a_machine_where_compiling_fails_runs_the_layers_eagerly_with_one_warning(dictionary, fresh_state,
+                                                                                  monkeypatch, caplog):
+    def no_compiler(fn):
+        def fails(*args):
+            raise RuntimeError("InvalidCxxCompiler: no working C++ compiler found\n(details)")
+        return fails
+
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    eager, compiled = twins(dictionary)
+    ni = batch(dictionary)
+    with caplog.at_level(logging.WARNING):
+        want = forward_backward(eager, ni)
+        for _ in range(2):  # the run goes on, eagerly, and says so once
+            compiled.zero_grad()
+            got = forward_backward(compiled, ni)
+            assert torch.equal(got, want)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "running them eagerly" in warnings[0] and "InvalidCxxCompiler" in warnings[0]
+    assert "\n" not in warnings[0]
+    assert isinstance(compiled_layers.failure(), RuntimeError)
+
+
+def test_evaluation_and_decoding_run_the_layers_eagerly(dictionary, fresh_state, monkeypatch):
+    monkeypatch.setattr(compiled_layers, "run", lambda *a: pytest.fail("compiled outside training"))
+    _, compiled = twins(dictionary)
+    compiled.eval()
+    ni = batch(dictionary)
+    with torch.no_grad():
+        compiled(ni["src_tokens"], ni["positions"], ni["segments"], ni["kinds"], ni["steps"],
+                 prefix_len=ni["prefix_len"])
