@@ -51,6 +51,7 @@ SIZES = {
 # dense fp16/bf16 tensor-core peaks (FLOP/s), matched against torch.cuda.get_device_name()
 PEAK_FLOPS = [("H100 PCIe", 756e12), ("H100", 989e12), ("H200", 989e12), ("A100", 312e12)]
 ANCHOR = "stock roberta_base fp16, H100, batch 32 x 512: 225-240k tokens/s (earlier measurement)"
+VARYING_BATCHES = 6  # --compile: batches of varying length in one update
 COLUMNS = ["run", "precision", "time (ms)", "sequences/s", "tokens/s", "MFU", "peak memory (GiB)", "ratio"]
 
 
@@ -180,7 +181,7 @@ def pretraining_rows(a, s, work, device, peak):
     roberta = ["--task", "masked_lm", "--arch", "roberta_base", "--criterion", "masked_lm",
                "--sample-break-mode", "none"]
 
-    def measure(label, argv, make_batches, steps):
+    def measure(label, argv, make_batches, steps, several=False):
         calls = flex_attention.calls()
         if "--compile-layers" in argv:  # compiled afresh for this row's one batch shape (static shapes)
             torch._dynamo.reset()
@@ -200,7 +201,9 @@ def pretraining_rows(a, s, work, device, peak):
         del trainer, task
         if device == "cuda":
             torch.cuda.empty_cache()
-        m = dict(sec=sec, seqs=s["batch"] / sec, tokens=processed / sec, mfu=flops / sec / peak if peak else None,
+        sequences = s["batch"] * (extra if several else 1)  # several: distinct batches, else one batch's rows
+        m = dict(sec=sec, seqs=sequences / sec, batches=batches if isinstance(batches, list) else [batches],
+                 tokens=processed / sec, mfu=flops / sec / peak if peak else None,
                  memory=memory, first=first, extra=extra, attention=attention_ran(calls))
         progress(f"{label}: {1000 * sec:.1f} ms/update, {m['seqs']:,.1f} sequences/s, attention {m['attention']}"
                  + (f", peak {memory:.2f} GiB" if memory is not None else ""))
@@ -242,20 +245,36 @@ def pretraining_rows(a, s, work, device, peak):
                 (row_name("PMLM AE+PAR", fx_bf16, True), "bf16 autocast", fx_bf16,
                  f"{fx_bf16['seqs'] / fx['seqs']:.2f}x its fp16 row")]
     compiled = []
-    if a.compile:  # the same rows with --compile-layers (compiling happens in the warm-up updates)
-        cmp = measure("PMLM AE+PAR fp16, layers compiled", pmlm + ["--compile-layers"] + precision_args["fp16"],
-                      pmlm_batch, s["steps"])
-        cmp_bf16 = measure("PMLM AE+PAR bf16 autocast, layers compiled",
-                           pmlm + ["--compile-layers"] + precision_args["bf16 autocast"], pmlm_batch, s["steps"])
-        cmp_ae = measure("PMLM AE fp16, layers compiled", pmlm_args("ae") + attention_args(main) + ["--compile-layers"]
-                         + precision_args["fp16"], pmlm_batch, s["steps"])
+    if a.compile:  # --compile-layers against eager on the same batches (compiling happens in the warm-up)
+        def varying(task):
+            """Batches of full contexts whose appended parts differ in length, one update over them:
+            what training feeds (each length compiles; the model pads lengths to few)."""
+            ds = task.dataset("train")
+            full = [i for i in range(len(ds)) if ds.size(i) == s["length"]]
+            n = max(1, min(VARYING_BATCHES, len(full) // s["batch"]))
+            return [ds.collater([ds[i] for i in full[k * s["batch"]:(k + 1) * s["batch"]]]) for k in range(n)], n
+
         def vs(m, ref, what):
             return f"{m['seqs'] / ref['seqs']:.2f}x {what}"
 
-        compiled = [(row_name("PMLM AE+PAR", cmp, False) + compiled_name(), "fp16", cmp,
-                     f"{vs(cmp, rob, 'roberta')}'s sequences/s, {vs(cmp, fp16, 'eager')}"),
-                    (row_name("PMLM AE+PAR", cmp_bf16, False) + compiled_name(), "bf16 autocast", cmp_bf16,
-                     f"{vs(cmp_bf16, cmp, 'its fp16 row')}, {vs(cmp_bf16, fp16, 'eager fp16')}"),
+        layers = ["--compile-layers"]
+        eager_v = measure("PMLM AE+PAR fp16, batches of varying length", pmlm + precision_args["fp16"], varying,
+                          s["steps"], several=True)
+        cmp = measure("PMLM AE+PAR fp16, batches of varying length, layers compiled",
+                      pmlm + layers + precision_args["fp16"], varying, s["steps"], several=True)
+        cmp_bf16 = measure("PMLM AE+PAR bf16 autocast, batches of varying length, layers compiled",
+                           pmlm + layers + precision_args["bf16 autocast"], varying, s["steps"], several=True)
+        cmp_ae = measure("PMLM AE fp16, layers compiled", pmlm_args("ae") + attention_args(main) + layers
+                         + precision_args["fp16"], pmlm_batch, s["steps"])
+        lengths = "{} batches of lengths {}".format(
+            eager_v["extra"], "/".join(sorted({str(b["net_input"]["src_tokens"].size(1)) for b in eager_v["batches"]})))
+        compiled = [(f"PMLM AE+PAR (unilmv2_base), {eager_v['attention']} attention, {lengths}, eager", "fp16",
+                     eager_v, "reference for the compiled rows (one optimizer step per update: not comparable "
+                     "to the one-batch rows)"),
+                    (row_name("PMLM AE+PAR", cmp, False) + f", {lengths}" + compiled_name(), "fp16", cmp,
+                     f"{vs(cmp, eager_v, 'eager')}'s sequences/s"),
+                    (row_name("PMLM AE+PAR", cmp_bf16, False) + f", {lengths}" + compiled_name(), "bf16 autocast",
+                     cmp_bf16, f"{vs(cmp_bf16, cmp, 'its fp16 row')}, {vs(cmp_bf16, eager_v, 'eager fp16')}"),
                     (row_name("PMLM AE only", cmp_ae, False) + compiled_name(), "fp16", cmp_ae,
                      f"{vs(cmp_ae, rob, 'roberta')}'s sequences/s, {vs(cmp_ae, ae, 'eager')}")]
     flex_asked = main == "flex"

@@ -54,26 +54,34 @@ def forward_backward(model, ni):
 
 
 def test_compiled_layers_give_the_eager_layers_hidden_states_and_gradients(dictionary, fresh_state, monkeypatch):
+    """Over batches of lengths that are not multiples of compiled_layers.ALIGN: the PAD columns the
+    compiled path adds change no real token's output or gradient."""
     calls = []
     run = compiled_layers.run
     monkeypatch.setattr(compiled_layers, "run", lambda *a: calls.append(1) or run(*a))
     eager, compiled = twins(dictionary)
-    ni = batch(dictionary)
-    want, got = forward_backward(eager, ni), forward_backward(compiled, ni)
+    lengths = set()
+    for seed in (0, 1):
+        ni = batch(dictionary, seed)
+        lengths.add(ni["kinds"].size(1))
+        for m in (eager, compiled):
+            m.zero_grad()
+        want, got = forward_backward(eager, ni), forward_backward(compiled, ni)
+        real = ni["kinds"] != PAD
+        assert got.shape == want.shape and (got[real] - want[real]).abs().max() < 1e-5
+        for (name, p), q in zip(eager.named_parameters(), compiled.parameters()):
+            assert (p.grad is None) == (q.grad is None), name
+            if p.grad is not None:
+                assert torch.allclose(p.grad, q.grad, atol=1e-5, rtol=1e-4), name
+        assert compiled.rel_pos_bias.weight.grad.abs().sum() > 0  # the table's gradient passes the compiled layers
+    assert len(lengths) == 2 and any(t % compiled_layers.ALIGN for t in lengths), lengths
     assert compiled_layers.failure() is None and compiled_layers._state["compiled"] is not None
-    assert len(calls) == len(compiled.layers)  # every layer went through the compiled function
-    real = ni["kinds"] != PAD
-    assert (got[real] - want[real]).abs().max() < 1e-5
-    for (name, p), q in zip(eager.named_parameters(), compiled.parameters()):
-        assert (p.grad is None) == (q.grad is None), name
-        if p.grad is not None:
-            assert torch.allclose(p.grad, q.grad, atol=1e-5, rtol=1e-4), name
-    assert compiled.rel_pos_bias.weight.grad.abs().sum() > 0  # the table's gradient passes the compiled layers
+    assert len(calls) == 2 * len(compiled.layers)  # every layer went through the compiled function
 
 
 def test_a_machine_where_compiling_fails_runs_the_layers_eagerly_with_one_warning(dictionary, fresh_state,
                                                                                   monkeypatch, caplog):
-    def no_compiler(fn):
+    def no_compiler(fn, **options):
         def fails(*args):
             raise RuntimeError("InvalidCxxCompiler: no working C++ compiler found\n(details)")
         return fails

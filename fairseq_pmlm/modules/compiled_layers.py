@@ -8,7 +8,12 @@ Worth it on a GPU; measured on the CPU it gains nothing.
 
 One compiled function serves every layer: the layer is an argument, and torch.compile (which
 inlines nn.Modules and passes their parameters as inputs) compiles the code once, not once per
-layer. A batch of a new length recompiles once with the length dynamic, then no more.
+layer. Shapes are static, one compile per sequence length: the model pads lengths to a multiple
+of ``ALIGN`` with columns nobody sees (``pad``), so pre-training's lengths come in few (its
+contexts are full; the appended part varies by a few tokens: 674 and 676 -> 680). Past torch's
+recompile limit (8 lengths) a new length runs eagerly (torch logs it). Not dynamic shapes:
+torch 2.11's inductor miscompiled the backward of the dynamic-length layer on an H200 (a view of
+the wrong size: a crash in the backward, where no fallback can catch it).
 Only training forwards over whole sequences with the SDPA plan take it: evaluation, decoding
 (cached keys) and the flex path run eagerly.
 
@@ -18,8 +23,11 @@ layers eagerly with one log line, for the rest of the process; it never stops a 
 import logging
 
 import torch
+import torch.nn.functional as F
 
 logger = logging.getLogger(__name__)
+
+ALIGN = 8  # tokens: lengths are padded to a multiple of it (few static shapes)
 
 # the compiled function, and the failure that turned compiling off (None: none yet)
 _state = {"compiled": None, "failure": None}
@@ -30,6 +38,14 @@ def failure():
     return _state["failure"]
 
 
+def pad(x, q):
+    """``x`` [B, T, C] and its ``TokenDescription`` with PAD columns appended up to a multiple of
+    ``ALIGN``: no query sees a PAD key, and PAD queries' outputs are cut off after the layers, so
+    the real tokens' outputs and gradients are unchanged. Worked example: T = 674 -> 680."""
+    q = q.padded(ALIGN)
+    return F.pad(x, (0, 0, 0, q.kinds.size(1) - x.size(1))), q
+
+
 def _call(layer, x, plan):
     return layer(x, plan)
 
@@ -38,7 +54,7 @@ def run(layer, x, plan):
     """``layer(x, plan)`` compiled; eagerly once compiling has failed in this process."""
     if _state["failure"] is None:
         if _state["compiled"] is None:
-            _state["compiled"] = torch.compile(_call)
+            _state["compiled"] = torch.compile(_call, dynamic=False)
         try:
             return _state["compiled"](layer, x, plan)
         except torch.OutOfMemoryError:

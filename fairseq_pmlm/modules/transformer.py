@@ -292,6 +292,12 @@ class UniLMv2Transformer(nn.Module):
         q = TokenDescription(kinds, steps, positions)
         k = q if past is None else past.describe(q)
         shared_context = prefix_len is not None and check_prefix_len(prefix_len, kinds, positions)
+        T = x.size(1)
+        compiled = (self.compile_layers and self.training and past is None and not return_kv
+                    and not self.uses_flex(x, past))
+        if compiled:  # static shapes: few lengths (compiled_layers.py)
+            x, q = compiled_layers.pad(x, q)
+            k = q
         dtype = x.dtype
         if torch.is_autocast_enabled(x.device.type):
             # autocast runs the fused attention in its lower precision and would cast an fp32 bias
@@ -302,7 +308,6 @@ class UniLMv2Transformer(nn.Module):
         else:
             plan = self.attention_plan(q, k, dtype, prefix_len, shared_context)
         assert past is None or len(plan) == 1, "with cached keys every query attends over all keys: one block"
-        compiled = self.compile_layers and self.training and past is None and isinstance(plan, list)
         kvs = []
         for i, layer in enumerate(self.layers):
             if compiled:
@@ -311,6 +316,8 @@ class UniLMv2Transformer(nn.Module):
                 x, kv = layer(x, plan, None if past is None else functools.partial(past.extend, i))
             if return_kv:
                 kvs.append(kv)
+        if compiled:
+            x = x[:, :T]
         return (x, kvs) if return_kv else x
 
 
