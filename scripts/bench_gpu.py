@@ -13,7 +13,8 @@ Prints one markdown table with the device, commit and ratios. ``--smoke``: the s
 tiny sizes (the test suite runs it on the CPU, so this script cannot rot). ``--profile FILE``:
 also one PMLM AE+PAR fp16 update's kernels (torch.profiler; kernels only, shares of the measured
 update time) with named totals for attention, relative bias, optimizer and copies, and the
-relative-position bias's own forward + backward time against the update's, written to FILE.
+relative-position bias's own forward + backward time against the update's, and on a GPU where the
+device idles (gaps between kernels by fairseq stage and host op), written to FILE.
 ``--attention sdpa|flex|both``: PMLM's attention path (flex: the one-call flex attention path).
 ``--compile``: also the PMLM rows with ``--compile-layers`` (each layer through torch.compile).
 
@@ -183,7 +184,7 @@ def pretraining_rows(a, s, work, device, peak):
 
     def measure(label, argv, make_batches, steps, several=False):
         calls = flex_attention.calls()
-        if "--compile-layers" in argv:  # compiled afresh for this row's one batch shape (static shapes)
+        if "--compile-layers" in argv:  # compiled afresh for this row: no graph of an earlier row's shapes
             torch._dynamo.reset()
         task, trainer = bench_pretrain.setup(common + argv)
         batches, extra = make_batches(task)

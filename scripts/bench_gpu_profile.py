@@ -1,6 +1,7 @@
 """``scripts/bench_gpu.py --profile FILE``: one PMLM update under torch.profiler, its kernels only,
 as shares of the measured update time, with named totals (attention, relative bias, optimizer,
-copies, other) so that the next regression names itself."""
+copies, other) so that the next regression names itself; on a GPU also where the device idles
+(``device_idle``)."""
 import re
 import time
 
@@ -70,6 +71,48 @@ def kernel_times(prof, cuda):
         return found + ([("(kernels no op launched)", device - claimed, [])] if device - claimed > 1 else [])
     ops = [e for e in cpu if "::" in e.name and not e.name.startswith(("autograd::", "pmlm::"))]
     return [(e.name, e.self_cpu_time_total, chain(e)) for e in ops if e.self_cpu_time_total > 0]
+
+
+# the stages of an update as fairseq's trainer and task label them (profiler ranges), and the bench's own
+STAGES = ("forward", "backward", "reduce-grads", "multiply-grads", "clip-grads", "optimizer")
+SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+
+
+def device_idle(events, n):
+    """Where the device waits for the host, from the profiled updates' events: the gaps between
+    the device's busy intervals (its kernels and copies, merged), each put under the stage the host
+    was in at the gap's middle (fairseq's ranges: forward, backward, clip-grads, optimizer, ...;
+    "between stages" outside them) and the innermost op then running, marked "(sync)" where the host
+    was waiting in a device synchronization (``.item()``, ``nonzero``, ``.tolist()``, a device->host
+    copy). Returns ({(stage, op): (gaps, microseconds)} per update, the total per update).
+    Worked example: kernels at 0-10 and 40-60 us, the host in forward's aten::nonzero from 10 to
+    40: one gap of 30 us, ("forward", "aten::nonzero")."""
+    from torch.autograd import DeviceType
+
+    ranges = {e.name for e in events if e.device_type == DeviceType.CPU}
+    busy = sorted((e.time_range.start, e.time_range.end) for e in events
+                  if e.device_type == DeviceType.CUDA and e.name not in ranges)
+    merged = []
+    for start, end in busy:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    host = [e for e in events if e.device_type == DeviceType.CPU and not e.is_async]
+    out, total = {}, 0.0
+    for (_, gap_start), (gap_end, _) in zip(merged, merged[1:]):
+        mid = (gap_start + gap_end) / 2
+        around = [e for e in host if e.time_range.start <= mid <= e.time_range.end]
+        stages = [e.name for e in around if e.name in STAGES]
+        ops = sorted((e for e in around if "::" in e.name), key=lambda e: e.time_range.elapsed_us())
+        op = ops[0].name if ops else "(no op)"
+        if any(e.name.startswith(SYNCS) for e in around):
+            op += " (sync)"
+        key = (stages[0] if stages else "between stages", op)
+        gaps, us = out.get(key, (0, 0.0))
+        out[key] = (gaps + 1 / n, us + (gap_end - gap_start) / n)
+        total += (gap_end - gap_start) / n
+    return out, total
 
 
 def categorize(name, chain, bias_seq):
@@ -145,6 +188,17 @@ def profile_update(s, args, device, ran):
     lines += [f"| {c} | {totals[c] / 1e3:.2f} | {share(totals[c])} | {why} |" for c, why in CATEGORIES]
     lines.append(f"| all kernels | {total / 1e3:.2f} | {share(total)} | the rest of the update: "
                  f"{'device idle (launch gaps, host work)' if cuda else 'Python and fairseq between ops'} |")
+    if cuda:
+        try:
+            idle, idle_us = device_idle(prof.events(), n)
+        except Exception as e:  # noqa: BLE001 - a diagnosis that fails must not cost the run its table
+            lines += ["", f"device idle: not analysed ({type(e).__name__}: {e})"]
+        else:
+            lines += ["", f"device idle between kernels in the profiled updates (the profiler's own host work "
+                          f"included): {idle_us / 1e3:.2f} ms an update; by the stage and the op the host was in "
+                          "at each gap", "", "| stage | host op | gaps | ms |", "|---|---|---:|---:|"]
+            for (stage, op), (gaps, us) in sorted(idle.items(), key=lambda kv: kv[1][1], reverse=True)[:12]:
+                lines.append(f"| {stage} | {op} | {gaps:g} | {us / 1e3:.2f} |")
     # the bias alone: the SDPA plan's biases as the model builds them (the context block's shared by
     # every row where the batch allows), forward + backward; a shared bias's gradient comes summed
     # over the batch, as SDPA's broadcast of it gives it

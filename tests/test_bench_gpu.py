@@ -327,3 +327,37 @@ def test_a_log_file_in_a_missing_folder_is_one_line_before_any_set_up(tmp_path):
     assert proc.stderr == f"bench_gpu.sh: error: --log {tmp_path / 'none' / 'log.txt'}: no such directory " \
                           f"{tmp_path / 'none'}\n"
     assert os.listdir(tmp_path) == []
+
+
+def test_device_idle_names_the_stage_and_the_host_op_of_each_gap_between_kernels(monkeypatch):
+    """The profile's idle analysis on a made-up timeline of two updates (no GPU here): kernels that
+    overlap count once, each gap goes to the stage and innermost op the host was in at its middle,
+    a host waiting in a synchronization is marked, and the totals are per update."""
+    monkeypatch.syspath_prepend(os.path.join(REPO, "scripts"))
+    from types import SimpleNamespace
+
+    from bench_gpu_profile import device_idle
+    from torch.autograd import DeviceType
+
+    def event(name, start, end, device=DeviceType.CPU):
+        return SimpleNamespace(name=name, device_type=device, is_async=False,
+                               time_range=SimpleNamespace(start=start, end=end, elapsed_us=lambda: end - start))
+
+    def kernel(start, end):
+        return event("kernel", start, end, DeviceType.CUDA)
+
+    events = []
+    for t in (0, 1000):  # two updates, the same timeline each
+        events += [event("forward", t, t + 100), event("aten::nonzero", t + 10, t + 40),
+                   event("cudaStreamSynchronize", t + 12, t + 39), event("optimizer", t + 150, t + 300),
+                   event("aten::_foreach_add_", t + 160, t + 200),
+                   kernel(t, t + 10), kernel(t + 5, t + 8), kernel(t + 40, t + 60), kernel(t + 70, t + 120),
+                   kernel(t + 200, t + 300)]
+    idle, total = device_idle(events, n=2)
+    # per update: 10-40 (forward, in the sync), 60-70 (forward, no op), 120-200 (optimizer's foreach
+    # until 200, its middle 160 in it); between the updates, 300 -> 1000 (no stage)
+    assert idle[("forward", "aten::nonzero (sync)")] == (1, 30)
+    assert idle[("forward", "(no op)")] == (1, 10)
+    assert idle[("optimizer", "aten::_foreach_add_")] == (1, 80)
+    assert idle[("between stages", "(no op)")] == (0.5, 350)
+    assert total == 30 + 10 + 80 + 350
