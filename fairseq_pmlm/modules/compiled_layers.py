@@ -8,10 +8,11 @@ Worth it on a GPU; measured on the CPU it gains nothing.
 
 One compiled function serves every layer: the layer is an argument, and torch.compile (which
 inlines nn.Modules and passes their parameters as inputs) compiles the code once, not once per
-layer. Shapes are static, one compile per sequence length: the model pads lengths to a multiple
-of ``ALIGN`` with columns nobody sees (``pad``), so pre-training's lengths come in few (its
-contexts are full; the appended part varies by a few tokens: 674 and 676 -> 680). Past torch's
-recompile limit (8 lengths) a new length runs eagerly (torch logs it). Not dynamic shapes:
+layer. Shapes are static, one compile per sequence length and context length (the plan's block
+bounds): the model pads lengths to a multiple of ``ALIGN`` with columns nobody sees (``pad``), so
+pre-training's shapes come in few (most contexts are full; the appended part varies by a few
+tokens: 674 and 676 -> 680). Past torch's recompile limit (8 shapes) a new shape runs eagerly
+(torch logs it). Not dynamic shapes:
 torch 2.11's inductor miscompiled the backward of the dynamic-length layer on an H200 (a view of
 the wrong size: a crash in the backward, where no fallback can catch it).
 Only training forwards over whole sequences with the SDPA plan take it: evaluation, decoding
