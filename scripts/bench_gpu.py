@@ -162,8 +162,10 @@ def attention_args(attention):
     return ["--attention-impl", attention] + (["--attention-dropout", "0"] if attention == "flex" else [])
 
 
-def compiled_name():
-    """What a --compile-layers row ran: compiled layers, or eager ones where compiling failed."""
+def compiled_name(device):
+    """What a --compile-layers row ran: compiled layers, or eager ones (on the CPU, or where compiling failed)."""
+    if device not in compiled_layers.DEVICES:
+        return ", layers eager (compiled on CUDA only)"
     failed = compiled_layers.failure()
     return ", layers compiled" if failed is None else f", layers eager (compiling failed: {type(failed).__name__})"
 
@@ -261,22 +263,22 @@ def pretraining_rows(a, s, work, device, peak):
         layers = ["--compile-layers"]
         eager_v = measure("PMLM AE+PAR fp16, batches of varying length", pmlm + precision_args["fp16"], varying,
                           s["steps"], several=True)
-        cmp = measure("PMLM AE+PAR fp16, batches of varying length, layers compiled",
+        cmp = measure("PMLM AE+PAR fp16, batches of varying length, --compile-layers",
                       pmlm + layers + precision_args["fp16"], varying, s["steps"], several=True)
-        cmp_bf16 = measure("PMLM AE+PAR bf16 autocast, batches of varying length, layers compiled",
+        cmp_bf16 = measure("PMLM AE+PAR bf16 autocast, batches of varying length, --compile-layers",
                            pmlm + layers + precision_args["bf16 autocast"], varying, s["steps"], several=True)
-        cmp_ae = measure("PMLM AE fp16, layers compiled", pmlm_args("ae") + attention_args(main) + layers
+        cmp_ae = measure("PMLM AE fp16, --compile-layers", pmlm_args("ae") + attention_args(main) + layers
                          + precision_args["fp16"], pmlm_batch, s["steps"])
         lengths = "{} batches of lengths {}".format(
             eager_v["extra"], "/".join(sorted({str(b["net_input"]["src_tokens"].size(1)) for b in eager_v["batches"]})))
         compiled = [(f"PMLM AE+PAR (unilmv2_base), {eager_v['attention']} attention, {lengths}, eager", "fp16",
                      eager_v, "reference for the compiled rows (one optimizer step per update: not comparable "
                      "to the one-batch rows)"),
-                    (row_name("PMLM AE+PAR", cmp, False) + f", {lengths}" + compiled_name(), "fp16", cmp,
+                    (row_name("PMLM AE+PAR", cmp, False) + f", {lengths}" + compiled_name(device), "fp16", cmp,
                      f"{vs(cmp, eager_v, 'eager')}'s sequences/s"),
-                    (row_name("PMLM AE+PAR", cmp_bf16, False) + f", {lengths}" + compiled_name(), "bf16 autocast",
+                    (row_name("PMLM AE+PAR", cmp_bf16, False) + f", {lengths}" + compiled_name(device), "bf16 autocast",
                      cmp_bf16, f"{vs(cmp_bf16, cmp, 'its fp16 row')}, {vs(cmp_bf16, eager_v, 'eager fp16')}"),
-                    (row_name("PMLM AE only", cmp_ae, False) + compiled_name(), "fp16", cmp_ae,
+                    (row_name("PMLM AE only", cmp_ae, False) + compiled_name(device), "fp16", cmp_ae,
                      f"{vs(cmp_ae, rob, 'roberta')}'s sequences/s, {vs(cmp_ae, ae, 'eager')}")]
     flex_asked = main == "flex"
     return [
@@ -379,7 +381,7 @@ def main(argv=None):
                 parts.append(profile_update(s, common + pmlm_args("ae+par") + precision_args["fp16"]
                                             + attention_args(attention) + extra, device,
                                             lambda calls=calls, extra=extra: f"{attention_ran(calls)} attention"
-                                            + (compiled_name() if extra else "")))
+                                            + (compiled_name(device) if extra else "")))
                 progress(f"profile {len(parts)} of {len(paths)} done")
             profiled = "\n\n".join(parts)
             with open(a.profile, "w") as f:

@@ -1,5 +1,8 @@
 """``--compile-layers`` (modules/compiled_layers.py): compiled layers compute what the eager ones do,
-a machine where compiling fails runs them eagerly with one warning, and only training takes them."""
+a machine where compiling fails runs them eagerly with one warning, only training on a CUDA device
+takes them. Here, on the CPU, the layers are traced as on a GPU (dynamo, AOT autograd, the padding
+and the static shapes) with the "aot_eager" backend, which generates no code: the CPU's own
+compiled code is not what a GPU runs, and torch 2.13's is wrong under AVX2-only kernels."""
 import logging
 
 import numpy as np
@@ -17,7 +20,14 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture
 def fresh_state(monkeypatch):
     """This test's own compiled function and failure, none of another test's."""
-    monkeypatch.setattr(compiled_layers, "_state", {"compiled": None, "failure": None})
+    monkeypatch.setattr(compiled_layers, "_state", {"compiled": None, "failure": None, "said": False})
+
+
+@pytest.fixture
+def traced_on_cpu(fresh_state, monkeypatch):
+    """The CPU takes the compiled path, traced without generating code."""
+    monkeypatch.setattr(compiled_layers, "DEVICES", ("cuda", "cpu"))
+    monkeypatch.setattr(compiled_layers, "BACKEND", "aot_eager")
 
 
 def batch(d, seed=0, size=3):
@@ -53,7 +63,7 @@ def forward_backward(model, ni):
     return out.detach()
 
 
-def test_compiled_layers_give_the_eager_layers_hidden_states_and_gradients(dictionary, fresh_state, monkeypatch):
+def test_compiled_layers_give_the_eager_layers_hidden_states_and_gradients(dictionary, traced_on_cpu, monkeypatch):
     """Over two batches of lengths that are not multiples of compiled_layers.ALIGN (63, and 61: the
     same rows less their last two appended columns): the PAD columns the compiled path adds change
     no real token's output or gradient, and both lengths run as 64 columns, one compiled graph."""
@@ -82,7 +92,7 @@ def test_compiled_layers_give_the_eager_layers_hidden_states_and_gradients(dicti
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs == 1  # one length, one graph
 
 
-def test_a_machine_where_compiling_fails_runs_the_layers_eagerly_with_one_warning(dictionary, fresh_state,
+def test_a_machine_where_compiling_fails_runs_the_layers_eagerly_with_one_warning(dictionary, traced_on_cpu,
                                                                                   monkeypatch, caplog):
     def no_compiler(fn, **options):
         def fails(*args):
@@ -97,14 +107,14 @@ def test_a_machine_where_compiling_fails_runs_the_layers_eagerly_with_one_warnin
         for _ in range(2):  # the run goes on, eagerly, and says so once
             compiled.zero_grad()
             got = forward_backward(compiled, ni)
-            assert torch.equal(got, want)
+            assert torch.allclose(got, want, atol=1e-6)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "running them eagerly" in warnings[0] and "InvalidCxxCompiler" in warnings[0]
     assert "\n" not in warnings[0]
     assert isinstance(compiled_layers.failure(), RuntimeError)
 
 
-def test_evaluation_and_decoding_run_the_layers_eagerly(dictionary, fresh_state, monkeypatch):
+def test_evaluation_and_decoding_run_the_layers_eagerly(dictionary, traced_on_cpu, monkeypatch):
     monkeypatch.setattr(compiled_layers, "run", lambda *a: pytest.fail("compiled outside training"))
     _, compiled = twins(dictionary)
     compiled.eval()
@@ -112,3 +122,15 @@ def test_evaluation_and_decoding_run_the_layers_eagerly(dictionary, fresh_state,
     with torch.no_grad():
         compiled(ni["src_tokens"], ni["positions"], ni["segments"], ni["kinds"], ni["steps"],
                  prefix_len=ni["prefix_len"])
+
+
+def test_on_the_cpu_the_flag_runs_the_layers_eagerly_and_says_so_once(dictionary, fresh_state, monkeypatch, caplog):
+    monkeypatch.setattr(compiled_layers, "run", lambda *a: pytest.fail("compiled on the CPU"))
+    eager, compiled = twins(dictionary)
+    ni = batch(dictionary)
+    with caplog.at_level(logging.WARNING):
+        want = forward_backward(eager, ni)
+        for _ in range(2):
+            assert torch.equal(forward_backward(compiled, ni), want)  # the same path, no padding
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ["--compile-layers: the layers compile on CUDA devices only; on cpu they run eagerly"]

@@ -47,9 +47,9 @@ class UniLMv2Config(FairseqDataclass, TransformerShape):
     )
     compile_layers: bool = field(
         default=False,
-        metadata={"help": "training: run each layer through torch.compile (fused residual, dropout, LayerNorm and "
-                          "GELU kernels; pays on a GPU, not on the CPU); where it fails to compile, the layers run "
-                          "eagerly (one log line)"},
+        metadata={"help": "training on a CUDA device: run each layer through torch.compile (fused residual, "
+                          "dropout, LayerNorm and GELU kernels); where it fails to compile, and on the CPU, the layers "
+                          "run eagerly (one log line)"},
     )
     # a model option, not a task one: the cfg.model a checkpoint records is what fairseq-generate,
     # the hub and the exporter rebuild the decoder from (the task's cfg comes from the command line)

@@ -4,7 +4,9 @@
 What it buys: inductor fuses the kernels between the matmuls and the attention call (bias add,
 dropout, residual add, LayerNorm, GELU, forward and backward) and launches fewer of them, which
 eager PyTorch runs one by one. The attention call itself stays PyTorch's fused SDPA kernel.
-Worth it on a GPU; measured on the CPU it gains nothing.
+CUDA only: on the CPU it gained nothing, and torch 2.13's compiled CPU attention was wrong under
+AVX2-only kernels (NaNs in the layer's output) and, with a bool mask, corrupted the heap; there the
+flag runs the layers eagerly and says so once.
 
 One compiled function serves every layer: the layer is an argument, and torch.compile (which
 inlines nn.Modules and passes their parameters as inputs) compiles the code once, not once per
@@ -29,14 +31,28 @@ import torch.nn.functional as F
 logger = logging.getLogger(__name__)
 
 ALIGN = 8  # tokens: lengths are padded to a multiple of it (few static shapes)
+BACKEND = "inductor"  # torch.compile's backend (the tests trace with "aot_eager": no code generated)
+DEVICES = ("cuda",)  # where layers compile (the tests add "cpu")
 
-# the compiled function, and the failure that turned compiling off (None: none yet)
-_state = {"compiled": None, "failure": None}
+# the compiled function, the failure that turned compiling off (None: none yet), whether the
+# CPU's "not here" has been said
+_state = {"compiled": None, "failure": None, "said": False}
 
 
 def failure():
     """The error that turned compiled layers off in this process, or None."""
     return _state["failure"]
+
+
+def wanted(device):
+    """Whether layers on ``device`` compile: a CUDA device, until compiling has failed."""
+    if device.type not in DEVICES:
+        if not _state["said"]:
+            _state["said"] = True
+            logger.warning("--compile-layers: the layers compile on CUDA devices only; on %s they run eagerly",
+                           device.type)
+        return False
+    return _state["failure"] is None
 
 
 def pad(x, q):
@@ -55,7 +71,7 @@ def run(layer, x, plan):
     """``layer(x, plan)`` compiled; eagerly once compiling has failed in this process."""
     if _state["failure"] is None:
         if _state["compiled"] is None:
-            _state["compiled"] = torch.compile(_call, dynamic=False)
+            _state["compiled"] = torch.compile(_call, dynamic=False, backend=BACKEND)
         try:
             return _state["compiled"](layer, x, plan)
         except torch.OutOfMemoryError:

@@ -294,7 +294,7 @@ class UniLMv2Transformer(nn.Module):
         shared_context = prefix_len is not None and check_prefix_len(prefix_len, kinds, positions)
         T = x.size(1)
         compiled = (self.compile_layers and self.training and past is None and not return_kv
-                    and not self.uses_flex(x, past))
+                    and not self.uses_flex(x, past) and compiled_layers.wanted(x.device))
         if compiled:  # static shapes: few lengths (compiled_layers.py)
             x, q = compiled_layers.pad(x, q)
             k = q
