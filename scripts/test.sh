@@ -22,6 +22,10 @@ shellcheck "${shell_scripts[@]}" || { echo "test.sh: error: shellcheck failed (s
 # the whole suite unless a test file or directory was named
 paths=(tests)
 for arg in "$@"; do [[ $arg != -* && -e ${arg%%::*} ]] && paths=(); done
+# torch 2.13's compile cache leaves ATEN_CPU_CAPABILITY out of its key: code compiled natively and
+# read back under the AVX2 emulation (or the reverse) gave wrong results and heap corruption. One
+# cache folder per setting keeps the suite's runs on both settings apart
+export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-${TMPDIR:-/tmp}/torchinductor_${USER:-$(id -u)}_${ATEN_CPU_CAPABILITY:-native}}"
 set +e
 python -m pytest -q -n "${PMLM_TEST_WORKERS:-2}" --dist loadfile ${paths[@]+"${paths[@]}"} "$@"
 rc=$?

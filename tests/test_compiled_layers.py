@@ -2,7 +2,7 @@
 a machine where compiling fails runs them eagerly with one warning, only training on a CUDA device
 takes them. Here, on the CPU, the layers are traced as on a GPU (dynamo, AOT autograd, the padding
 and the static shapes) with the "aot_eager" backend, which generates no code: the CPU's own
-compiled code is not what a GPU runs, and torch 2.13's is wrong under AVX2-only kernels."""
+compiled code is not what a GPU runs (and costs ~25 s of compiling)."""
 import logging
 
 import numpy as np

@@ -244,8 +244,9 @@ def test_the_backward_is_compiled_once_per_input_shape(dictionary, monkeypatch):
 
 
 def test_a_cpu_kernel_that_gives_wrong_results_is_caught_by_the_probe_and_falls_back(dictionary, monkeypatch, caplog):
-    """torch 2.13's compiled CPU flex is wrong on some CPUs (seen under ATEN_CPU_CAPABILITY=avx2): the probe
-    before the first CPU call catches a kernel that runs but misreads its mask/score_mod."""
+    """torch 2.13's compiled CPU flex can be wrong (seen where its compile cache was written under another
+    ATEN_CPU_CAPABILITY): the probe before the first CPU call catches a kernel that runs but misreads its
+    mask/score_mod."""
     sdpa = tiny_transformer(len(dictionary), 32, "sdpa", seed=3)
     flex = tiny_transformer(len(dictionary), 32, "flex", seed=3)
 

@@ -4,10 +4,9 @@
 What it buys: inductor fuses the kernels between the matmuls and the attention call (bias add,
 dropout, residual add, LayerNorm, GELU, forward and backward) and launches fewer of them, which
 eager PyTorch runs one by one. The attention call itself stays PyTorch's fused SDPA kernel.
-CUDA only: on the CPU it gained nothing, and torch 2.13's compiled CPU layer was wrong under
-AVX2-only kernels (NaNs in its output); a native run that reused the compile cache of such a run
-aborted (a compiled attention call with a bool mask corrupted the heap). There the flag runs the
-layers eagerly and says so once.
+CUDA only: on the CPU it gained nothing (and torch 2.13's CPU compile cache, whose key leaves
+ATEN_CPU_CAPABILITY out, gave NaNs or a heap corruption where written under another setting).
+There the flag runs the layers eagerly and says so once.
 
 One compiled function serves every layer: the layer is an argument, and torch.compile (which
 inlines nn.Modules and passes their parameters as inputs) compiles the code once, not once per

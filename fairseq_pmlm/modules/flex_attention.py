@@ -82,10 +82,11 @@ class WrongResults(RuntimeError):
 
 
 def probe_cpu():
-    """torch 2.13's compiled CPU flex gives wrong results on some CPUs: under ATEN_CPU_CAPABILITY=avx2
-    (an AVX2-only CPU's kernels) any score_mod or block mask is off by 1-3, while plain attention is
-    right. Before the CPU path's first call, one small case with both against SDPA; raises
-    ``WrongResults`` where they differ (the caller falls back as for any failure)."""
+    """torch 2.13's compiled CPU flex can give wrong results: any score_mod or block mask off by 1-3,
+    while plain attention is right, where its compile cache was written under another
+    ATEN_CPU_CAPABILITY (native, then the AVX2 emulation, or the reverse: the cache key leaves that
+    setting out; from a cold cache both are right). Before the CPU path's first call, one small case
+    with both against SDPA; raises ``WrongResults`` where they differ (the caller falls back as for any failure)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     g = torch.Generator().manual_seed(0)
@@ -101,7 +102,8 @@ def probe_cpu():
     error = float((got - want).abs().max())
     if not error < 1e-4:
         raise WrongResults(f"compiled flex_attention gives wrong results on this CPU (max error {error:.3g} "
-                           "against SDPA on a probe; torch's CPU kernel for this instruction set)")
+                           "against SDPA on a probe; torch's compiled CPU code, e.g. a compile cache written "
+                           "under another ATEN_CPU_CAPABILITY)")
     _state["cpu_probed"] = True
 
 
