@@ -134,3 +134,26 @@ def test_on_the_cpu_the_flag_runs_the_layers_eagerly_and_says_so_once(dictionary
             assert torch.equal(forward_backward(compiled, ni), want)  # the same path, no padding
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == ["--compile-layers: the layers compile on CUDA devices only; on cpu they run eagerly"]
+
+
+def test_a_backward_that_fails_to_compile_falls_back_in_the_forward_not_in_the_backward(dictionary, traced_on_cpu,
+                                                                                        monkeypatch, caplog):
+    """torch compiles a static-shape backward lazily, at the first backward, where no fallback could catch
+    its failure: the module has it compiled with the forward, so the update goes on, eagerly."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def no_backward(graph, example_inputs):
+        raise RuntimeError("backward codegen failed")
+
+    monkeypatch.setattr(compiled_layers, "BACKEND",
+                        aot_autograd(fw_compiler=lambda g, _: make_boxed_func(g), bw_compiler=no_backward))
+    eager, compiled = twins(dictionary)
+    ni = batch(dictionary)
+    with caplog.at_level(logging.WARNING):
+        want, got = forward_backward(eager, ni), forward_backward(compiled, ni)
+    assert torch.allclose(got, want, atol=1e-6)
+    for p, q in zip(eager.parameters(), compiled.parameters()):
+        assert (p.grad is None) == (q.grad is None) and (p.grad is None or torch.allclose(p.grad, q.grad, atol=1e-6))
+    warnings = [r.getMessage() for r in caplog.records if r.name == compiled_layers.__name__]
+    assert len(warnings) == 1 and "backward codegen failed" in warnings[0], warnings

@@ -21,8 +21,12 @@ Only training forwards over whole sequences with the SDPA plan take it: evaluati
 (cached keys) and the flex path run eagerly.
 
 A machine where it fails to compile (no C compiler or Triton, an unsupported op) runs the
-layers eagerly with one log line, for the rest of the process; it never stops a run.
+layers eagerly with one log line, for the rest of the process; it never stops a run. For that
+the backward compiles with the forward, inside the call that catches failures: torch (2.13)
+otherwise compiles a static-shape backward at the first backward, where nothing here could catch
+it.
 """
+import contextlib
 import logging
 
 import torch
@@ -63,8 +67,29 @@ def pad(x, q):
     return F.pad(x, (0, 0, 0, q.kinds.size(1) - x.size(1))), q
 
 
+def _reason(e):
+    """One line: the error and, when it wraps another (torch's BackendCompilerFailed does), the innermost."""
+    def line(err):
+        text = str(err).strip()
+        return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
+
+    inner = e
+    while (getattr(inner, "inner_exception", None) or inner.__cause__) is not None:
+        inner = getattr(inner, "inner_exception", None) or inner.__cause__
+    return line(e) if inner is e else f"{type(e).__name__} ({line(inner)})"
+
+
 def _call(layer, x, plan):
     return layer(x, plan)
+
+
+def _backward_compiled_with_forward():
+    """torch's switch that compiles the backward at the forward's compile (torch versions without it
+    compile a static-shape backward ahead of time anyway)."""
+    config = torch._functorch.config
+    if hasattr(config, "force_non_lazy_backward_lowering"):
+        return config.patch(force_non_lazy_backward_lowering=True)
+    return contextlib.nullcontext()
 
 
 def run(layer, x, plan):
@@ -73,11 +98,12 @@ def run(layer, x, plan):
         if _state["compiled"] is None:
             _state["compiled"] = torch.compile(_call, dynamic=False, backend=BACKEND)
         try:
-            return _state["compiled"](layer, x, plan)
+            with _backward_compiled_with_forward():
+                return _state["compiled"](layer, x, plan)
         except torch.OutOfMemoryError:
             raise  # the eager layer needs more memory, not less
         except Exception as e:  # noqa: BLE001 - any compile failure: run eagerly, never stop the run
             _state["failure"] = e
             logger.warning("torch.compile of the layers failed on this machine, running them eagerly for the rest "
-                           "of the run: %s: %s", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+                           "of the run: %s", _reason(e))
     return layer(x, plan)
