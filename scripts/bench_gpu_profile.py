@@ -2,6 +2,7 @@
 as shares of the measured update time, with named totals (attention, relative bias, optimizer,
 copies, other) so that the next regression names itself; on a GPU also where the device idles
 (``device_idle``)."""
+import bisect
 import re
 import time
 
@@ -98,11 +99,17 @@ def device_idle(events, n):
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
-    host = [e for e in events if e.device_type == DeviceType.CPU and not e.is_async]
+    gaps = [(gap_start, gap_end) for (_, gap_start), (gap_end, _) in zip(merged, merged[1:])]
+    mids = [(a + b) / 2 for a, b in gaps]  # ascending, as the gaps are
+    # the host events around each gap's middle, found by bisection (an update has thousands of gaps and
+    # tens of thousands of host events: not every pair)
+    arounds = [[] for _ in gaps]
+    for e in events:
+        if e.device_type == DeviceType.CPU and not e.is_async:
+            for i in range(bisect.bisect_left(mids, e.time_range.start), bisect.bisect_right(mids, e.time_range.end)):
+                arounds[i].append(e)
     out, total = {}, 0.0
-    for (_, gap_start), (gap_end, _) in zip(merged, merged[1:]):
-        mid = (gap_start + gap_end) / 2
-        around = [e for e in host if e.time_range.start <= mid <= e.time_range.end]
+    for (gap_start, gap_end), around in zip(gaps, arounds):
         stages = [e.name for e in around if e.name in STAGES]
         ops = sorted((e for e in around if "::" in e.name), key=lambda e: e.time_range.elapsed_us())
         op = ops[0].name if ops else "(no op)"

@@ -292,9 +292,9 @@ class UniLMv2Transformer(nn.Module):
         q = TokenDescription(kinds, steps, positions)
         k = q if past is None else past.describe(q)
         shared_context = prefix_len is not None and check_prefix_len(prefix_len, kinds, positions)
-        T = x.size(1)
-        compiled = (self.compile_layers and self.training and past is None and not return_kv
-                    and not self.uses_flex(x, past) and compiled_layers.wanted(x.device))
+        T, flex = x.size(1), self.uses_flex(x, past)
+        compiled = (self.compile_layers and self.training and past is None and not return_kv and not flex
+                    and compiled_layers.wanted(x.device))
         if compiled:  # static shapes: few lengths (compiled_layers.py)
             x, q = compiled_layers.pad(x, q)
             k = q
@@ -303,7 +303,7 @@ class UniLMv2Transformer(nn.Module):
             # autocast runs the fused attention in its lower precision and would cast an fp32 bias
             # to it in every layer: make it in that dtype once (the same values reach the kernel)
             dtype = torch.get_autocast_dtype(x.device.type)
-        if self.uses_flex(x, past):
+        if flex:
             plan = self.flex_plan(q, dtype, prefix_len, shared_context)
         else:
             plan = self.attention_plan(q, k, dtype, prefix_len, shared_context)
