@@ -14,7 +14,7 @@ changes, each with the fairseq behaviour it replaces and the test that pins it.
 from .runtime import checkpoint_files  # noqa: F401  (installs its changes)
 from .errors import install_one_line_errors
 from . import criterions, models  # noqa: F401  (registers them)
-from .runtime import fused_adam, preemption, quiet, safe_exit  # noqa: F401  (install their changes)
+from .runtime import batched_optimizer_loops, fused_adam, preemption, quiet, safe_exit  # noqa: F401  (install their changes)
 from . import tasks  # noqa: F401  (registers them)
 from .scoring import rouge  # noqa: F401  (registers the scorer)
 # isort: on

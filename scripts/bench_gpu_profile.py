@@ -122,6 +122,39 @@ def device_idle(events, n):
     return out, total
 
 
+def host_syncs(step):
+    """Where one ``step()`` makes the host wait for the device (``.item()``, ``nonzero``, a device->host
+    copy): torch's sync debug mode warns at each; the innermost fairseq/plugin frame of the stack then
+    names the line that asked. Returns markdown lines: the count per line, most first."""
+    import traceback
+    import warnings
+
+    counts = {}
+
+    def seen(message, category, filename, lineno, file=None, line=None):
+        if "synchroniz" not in str(message):
+            return
+        frames = [f for f in traceback.extract_stack()[:-1] if "fairseq" in f.filename or "scripts/" in f.filename]
+        f = frames[-1] if frames else traceback.extract_stack()[-3]
+        where = f"{f.filename.split('site-packages/')[-1].split('/main/')[-1]}:{f.lineno} {f.name}"
+        counts[where] = counts.get(where, 0) + 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = seen
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+            bench_pretrain.synchronize()
+    lines = [f"host waits for the device in one update (torch's sync debug mode): {sum(counts.values())}"]
+    if counts:
+        lines += ["", "| innermost fairseq / plugin line | syncs |", "|---|---:|"]
+        lines += [f"| {k} | {v} |" for k, v in sorted(counts.items(), key=lambda kv: kv[1], reverse=True)[:15]]
+    return lines
+
+
 def categorize(name, chain, bias_seq):
     """The named total a kernel belongs to. The bias's backward runs in autograd nodes that carry
     the sequence number of the forward op they differentiate: those of ops in the bias's range."""
@@ -138,12 +171,14 @@ def categorize(name, chain, bias_seq):
 
 
 def profile_update(s, args, device, ran):
-    """One PMLM AE+PAR fp16 update under torch.profiler: its kernels by self time on the device
-    (CUDA kernels on a GPU; on a CPU, ops by self CPU time), each as a share of the MEASURED update
-    time (the median of timed updates without the profiler), and named totals (attention, relative
-    bias, optimizer, copies, other), so a regression names itself. Also the relative-position bias's
-    forward + backward timed alone at the update's shapes. ``ran()``: what the timed updates ran (the
-    attention path, compiled layers), for the title. Returns the text (markdown)."""
+    """One PMLM AE+PAR update (fp16, or bf16 autocast where ``args`` say so) under torch.profiler:
+    its kernels by self time on the device (CUDA kernels on a GPU; on a CPU, ops by self CPU time),
+    each as a share of the MEASURED update time (the median of timed updates without the profiler),
+    and named totals (attention, relative bias, optimizer, copies, other), so a regression names
+    itself; on a GPU also where the device idles and where the host waits for it (``host_syncs``).
+    Also the relative-position bias's forward + backward timed alone at the update's shapes.
+    ``ran()``: what the timed updates ran (the attention path, compiled layers), for the title.
+    Returns the text (markdown)."""
     from torch.profiler import ProfilerActivity, profile
 
     from fairseq_pmlm.modules.attention_rule import TokenDescription
@@ -184,7 +219,8 @@ def profile_update(s, args, device, ran):
 
     what = ("CUDA kernels by self device time" if cuda else
             "CPU ops by self CPU time (on a CPU the ops are the kernels: no device, no launches)")
-    lines = [f"one PMLM AE+PAR fp16 update ({attention}), the mean of {n} profiled: {what}; shares are "
+    precision = "bf16 autocast" if "--bf16-autocast" in args else "fp16"
+    lines = [f"one PMLM AE+PAR {precision} update ({attention}), the mean of {n} profiled: {what}; shares are "
              f"of the measured update, {ms:.2f} ms (median of {s['steps']} unprofiled updates; profiled: "
              f"{1000 * profiled:.1f} ms); kernels total {total / 1e3:.1f} ms = {share(total)}", "",
              "| kernel | calls | ms | share |", "|---|---:|---:|---:|"]
@@ -206,6 +242,11 @@ def profile_update(s, args, device, ran):
                           "at each gap", "", "| stage | host op | gaps | ms |", "|---|---|---:|---:|"]
             for (stage, op), (gaps, us) in sorted(idle.items(), key=lambda kv: kv[1][1], reverse=True)[:12]:
                 lines.append(f"| {stage} | {op} | {gaps:g} | {us / 1e3:.2f} |")
+    if cuda:
+        try:
+            lines += ["", *host_syncs(lambda: trainer.train_step([sample]))]
+        except Exception as e:  # noqa: BLE001 - as device_idle's
+            lines += ["", f"host syncs: not analysed ({type(e).__name__}: {e})"]
     # the bias alone: the SDPA plan's biases as the model builds them (the context block's shared by
     # every row where the batch allows), forward + backward; a shared bias's gradient comes summed
     # over the batch, as SDPA's broadcast of it gives it

@@ -186,3 +186,30 @@ def error_table():
 if __name__ == "__main__":
     torch.set_num_threads(1)
     print(error_table())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_under_autocast_the_residual_stream_stays_in_the_autocast_dtype_with_layer_norm_statistics_in_fp32(dtype):
+    """Autocast's own layer_norm returns fp32, so every projection after it would re-cast the stream
+    (query, key, value, fc1, forward and backward): the plugin's LayerNorm writes the autocast dtype,
+    its statistics still in fp32, as fairseq's fp16 models."""
+    d = make_dictionary()
+    m = model(d, "sdpa").train()
+    seen = []
+    for layer in m.transformer.layers:
+        for proj in (layer.attn.query, layer.fc1):
+            proj.register_forward_pre_hook(lambda mod, args: seen.append(args[0].dtype))
+    ni = pretraining_batch(d, 0, [(9, 7), (6, 5)])
+    with torch.autocast("cpu", dtype=dtype):
+        out = m(**ni)[0]
+    out.float().sum().backward()
+    assert seen and set(seen) == {dtype}
+    # the output is fp32 layer norm rounded once: fp32 statistics, not ones of rounded values
+    ln = m.transformer.layers[0].ffn_ln
+    x = torch.randn(4, 32) * 50 + 1000  # a large mean: statistics in bf16 would lose the variance
+    with torch.autocast("cpu", dtype=dtype):
+        y = ln(x.to(dtype))
+    want = torch.nn.functional.layer_norm(x.to(dtype).float(), (32,), ln.weight, ln.bias, ln.eps).to(dtype)
+    assert y.dtype == dtype
+    torch.testing.assert_close(y.float(), want.float(), atol=2e-2, rtol=0)
+    assert all(p.grad is None or p.grad.dtype == torch.float32 for p in m.parameters())

@@ -101,6 +101,22 @@ def reference_attention(q, k, v, attn_bias, dropout_p=0.0, training=False):
     return F.dropout(probs, dropout_p, training) @ v
 
 
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm whose output keeps the autocast dtype under autocast. Autocast runs layer_norm
+    in fp32 and returns fp32, so the residual stream would be fp32 and every projection reading it
+    (query, key, value, fc1) would cast it again, forward and backward. Here the statistics are
+    still accumulated in fp32 inside the kernel, as in fairseq's fp16 models, and the output is in
+    the autocast dtype: the bf16 stream costs what the fp16 one does. Without autocast: as nn's."""
+
+    def forward(self, x):
+        if not torch.is_autocast_enabled(x.device.type):
+            return super().forward(x)
+        dtype = torch.get_autocast_dtype(x.device.type)
+        with torch.autocast(x.device.type, enabled=False):
+            w, b = self.weight.to(dtype), self.bias.to(dtype)
+            return F.layer_norm(x.to(dtype), self.normalized_shape, w, b, self.eps)
+
+
 class Block(nn.Module):
     """Post-LN layer as in BERT: x = LN(x + Attn(x)); x = LN(x + FFN(x))."""
 
@@ -108,10 +124,10 @@ class Block(nn.Module):
         super().__init__()
         dim, ffn_dim = s.encoder_embed_dim, s.encoder_ffn_embed_dim
         self.attn = SelfAttention(s, impl)
-        self.attn_ln = nn.LayerNorm(dim, eps=s.layernorm_eps)
+        self.attn_ln = LayerNorm(dim, eps=s.layernorm_eps)
         self.fc1 = nn.Linear(dim, ffn_dim)
         self.fc2 = nn.Linear(ffn_dim, dim)
-        self.ffn_ln = nn.LayerNorm(dim, eps=s.layernorm_eps)
+        self.ffn_ln = LayerNorm(dim, eps=s.layernorm_eps)
         self.drop = nn.Dropout(s.dropout)
 
     def forward(self, x, plan, past=None):
@@ -127,7 +143,7 @@ class LMHead(nn.Module):
     def __init__(self, s: TransformerShape, embed_weight):
         super().__init__()
         self.dense = nn.Linear(s.encoder_embed_dim, s.encoder_embed_dim)
-        self.ln = nn.LayerNorm(s.encoder_embed_dim, eps=s.layernorm_eps)
+        self.ln = LayerNorm(s.encoder_embed_dim, eps=s.layernorm_eps)
         self.weight = embed_weight
         self.bias = nn.Parameter(torch.zeros(embed_weight.size(0)))
 
@@ -148,7 +164,7 @@ class UniLMv2Transformer(nn.Module):
         self.embed_tokens = nn.Embedding(vocab_size, dim)
         self.embed_positions = nn.Embedding(s.max_positions, dim)
         self.embed_segments = nn.Embedding(s.type_vocab_size, dim)
-        self.embed_ln = nn.LayerNorm(dim, eps=s.layernorm_eps)
+        self.embed_ln = LayerNorm(dim, eps=s.layernorm_eps)
         self.drop = nn.Dropout(s.dropout)
         # Linear(buckets -> heads, no bias) as in the paper/s2s-ft; used as a lookup table
         self.rel_pos_bias = (
