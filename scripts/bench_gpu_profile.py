@@ -3,11 +3,14 @@ as shares of the measured update time, with named totals (attention, relative bi
 copies, other) so that the next regression names itself; on a GPU also where the device idles
 (``device_idle``)."""
 import bisect
+import os
 import re
 import time
 
 import bench_pretrain  # scripts/ is on sys.path: the script's own folder
 import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # named totals of the profile, first match wins; a kernel's "chain" is the op that launched it (on the
 # CPU: the op itself) and the ranges/ops around that op, innermost first
@@ -134,9 +137,11 @@ def host_syncs(step):
     def seen(message, category, filename, lineno, file=None, line=None):
         if "synchroniz" not in str(message):
             return
-        frames = [f for f in traceback.extract_stack()[:-1] if "fairseq" in f.filename or "scripts/" in f.filename]
-        f = frames[-1] if frames else traceback.extract_stack()[-3]
-        where = f"{f.filename.split('site-packages/')[-1].split('/main/')[-1]}:{f.lineno} {f.name}"
+        frames = [f for f in traceback.extract_stack()[:-1]
+                  if ("fairseq" in f.filename or "scripts/" in f.filename) and f.filename != __file__]
+        # else the line the warning names (code outside fairseq, the plugin and the scripts)
+        where = f"{frames[-1].filename}:{frames[-1].lineno} {frames[-1].name}" if frames else f"{filename}:{lineno}"
+        where = where.split("site-packages/")[-1].split(f"{REPO}/")[-1]
         counts[where] = counts.get(where, 0) + 1
 
     with warnings.catch_warnings():

@@ -361,3 +361,30 @@ def test_device_idle_names_the_stage_and_the_host_op_of_each_gap_between_kernels
     assert idle[("optimizer", "aten::_foreach_add_")] == (1, 80)
     assert idle[("between stages", "(no op)")] == (0.5, 350)
     assert total == 30 + 10 + 80 + 350
+
+
+def test_host_syncs_counts_the_sync_warnings_of_one_step_by_the_line_that_asked(monkeypatch):
+    """The profile's sync count (no GPU here: torch's sync debug mode is stood in for): only the
+    synchronization warnings count, each under the line that issued it, and the mode is switched
+    back to "default" after the step."""
+    import warnings
+
+    import torch
+
+    monkeypatch.syspath_prepend(os.path.join(REPO, "scripts"))
+    import bench_gpu_profile
+
+    modes = []
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+    monkeypatch.setattr(bench_gpu_profile.bench_pretrain, "synchronize", lambda: None)
+
+    def step():
+        for _ in range(3):
+            warnings.warn("called a synchronizing CUDA operation", stacklevel=1)  # the line counted
+        warnings.warn("something else", stacklevel=1)
+
+    lines = bench_gpu_profile.host_syncs(step)
+    assert modes == ["warn", "default"]
+    assert lines[0].endswith(": 3")
+    (row,) = [line for line in lines if line.endswith(" | 3 |")]
+    assert row.startswith("| tests/test_bench_gpu.py:")  # the warning's own line: no fairseq frame here

@@ -157,3 +157,17 @@ def test_a_backward_that_fails_to_compile_falls_back_in_the_forward_not_in_the_b
         assert (p.grad is None) == (q.grad is None) and (p.grad is None or torch.allclose(p.grad, q.grad, atol=1e-6))
     warnings = [r.getMessage() for r in caplog.records if r.name == compiled_layers.__name__]
     assert len(warnings) == 1 and "backward codegen failed" in warnings[0], warnings
+
+
+def test_under_bf16_autocast_compiled_layers_trace_the_bf16_layer_norm_and_give_the_eager_outputs(
+        dictionary, traced_on_cpu):
+    """The model's LayerNorm leaves autocast inside the layer (to write the stream in bf16): the
+    compiled path traces it without falling back, and matches the eager layers within bf16's rounding."""
+    eager, compiled = twins(dictionary)
+    ni = batch(dictionary)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want, got = forward_backward(eager, ni), forward_backward(compiled, ni)
+    real = ni["kinds"] != PAD
+    assert compiled_layers.failure() is None and compiled_layers._state["compiled"] is not None
+    assert got.dtype == want.dtype == torch.bfloat16
+    assert (got[real].float() - want[real].float()).abs().max() <= 3e-2 * want[real].float().abs().max()
