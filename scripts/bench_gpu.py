@@ -17,8 +17,12 @@ relative-position bias's own forward + backward time against the update's, and o
 device idles (gaps between kernels by fairseq stage and host op), written to FILE.
 ``--attention sdpa|flex|both``: PMLM's attention path (flex: the one-call flex attention path).
 ``--compile``: also the PMLM rows with ``--compile-layers`` (each layer through torch.compile).
+``--rounds N``: the four rows the targets compare (roberta, AE+PAR fp16 and bf16, AE) measured N
+times in turn: a row's time is the median, a ratio the median of the rounds' own ratios, with their
+range (one row alone moves by several percent between runs on one machine).
 
     python scripts/bench_gpu.py [--smoke] [--peak-tflops 989] [--profile FILE] [--attention both] [--compile]
+                                [--rounds 3]
 """
 import argparse
 import os
@@ -221,11 +225,22 @@ def pretraining_rows(a, s, work, device, peak):
         assert sample["net_input"]["src_tokens"].shape == (s["batch"], s["length"])
         return sample, None
 
-    rob = measure("roberta_base fp16", roberta + precision_args["fp16"], roberta_batch, s["steps"])
-    fp16 = measure("PMLM AE+PAR fp16", pmlm + precision_args["fp16"], pmlm_batch, s["steps"])
-    bf16 = measure("PMLM AE+PAR bf16 autocast", pmlm + precision_args["bf16 autocast"], pmlm_batch, s["steps"])
-    ae = measure("PMLM AE fp16", pmlm_args("ae") + attention_args(main) + precision_args["fp16"], pmlm_batch,
-                 s["steps"])
+    def main_rows(label):
+        """The four rows the targets compare, measured one after the other (one round)."""
+        return (measure(f"roberta_base fp16{label}", roberta + precision_args["fp16"], roberta_batch, s["steps"]),
+                measure(f"PMLM AE+PAR fp16{label}", pmlm + precision_args["fp16"], pmlm_batch, s["steps"]),
+                measure(f"PMLM AE+PAR bf16 autocast{label}", pmlm + precision_args["bf16 autocast"], pmlm_batch,
+                        s["steps"]),
+                measure(f"PMLM AE fp16{label}", pmlm_args("ae") + attention_args(main) + precision_args["fp16"],
+                        pmlm_batch, s["steps"]))
+
+    rounds = [main_rows("" if a.rounds == 1 else f", round {r + 1} of {a.rounds}") for r in range(a.rounds)]
+    rob, fp16, bf16, ae = (median_round([r[i] for r in rounds]) for i in range(4))
+
+    def vs(i, j, what):
+        """Row i's sequences/s over row j's: the median of the rounds' own ratios (rows measured
+        seconds apart, so a machine's drift between rounds cancels), and their range."""
+        return ratio_text([r[j]["sec"] / r[i]["sec"] for r in rounds], what)
 
     def naive(task):
         sample, _ = pmlm_batch(task)
@@ -283,15 +298,29 @@ def pretraining_rows(a, s, work, device, peak):
     flex_asked = main == "flex"
     return [
         ("fairseq roberta_base masked_lm", "fp16", rob, "reference for the pre-training rows"),
-        (row_name("PMLM AE+PAR", fp16, flex_asked), "fp16", fp16,
-         f"{fp16['seqs'] / rob['seqs']:.2f}x roberta's sequences/s (target >= 1)"),
+        (row_name("PMLM AE+PAR", fp16, flex_asked), "fp16", fp16, vs(1, 0, "roberta's sequences/s (target >= 1)")),
         (row_name("PMLM AE+PAR", bf16, flex_asked), "bf16 autocast", bf16,
-         f"{bf16['seqs'] / fp16['seqs']:.2f}x PMLM fp16's sequences/s (target >= 1)"),
-        (row_name("PMLM AE only", ae, flex_asked), "fp16", ae,
-         f"{ae['seqs'] / rob['seqs']:.2f}x roberta's sequences/s (target >= 1.2)"),
+         vs(2, 1, "PMLM fp16's sequences/s (target >= 1)")),
+        (row_name("PMLM AE only", ae, flex_asked), "fp16", ae, vs(3, 0, "roberta's sequences/s (target >= 1.2)")),
         (f"naive: one cloze instance per factorization step ({per_example:.1f} per example), {nv['attention']} "
          "attention", "fp16", nv, f"PMLM fp16 is {fp16['seqs'] / nv['seqs']:.1f}x faster"),
     ] + flex + compiled
+
+
+def median_round(ms):
+    """One row from its rounds' measurements: the median update time, the rates at that time, the
+    largest peak memory. Worked example: 90, 95, 93 ms -> 93 ms."""
+    sec = statistics.median(m["sec"] for m in ms)
+    first, f = ms[0], ms[0]["sec"] / sec
+    memory = max((m["memory"] for m in ms if m["memory"] is not None), default=None)
+    return dict(first, sec=sec, seqs=first["seqs"] * f, tokens=first["tokens"] * f,
+                mfu=first["mfu"] and first["mfu"] * f, memory=memory)
+
+
+def ratio_text(ratios, what):
+    """ "0.64x what", and with several rounds their range: "0.64x (rounds 0.61-0.66) what"."""
+    spread = f" (rounds {min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else ""
+    return f"{statistics.median(ratios):.2f}x{spread} {what}"
 
 
 DECODING_ROUNDS = 3
@@ -360,7 +389,12 @@ def main(argv=None):
     p.add_argument("--compile", action="store_true",
                    help="also the PMLM rows with --compile-layers (torch.compile of each layer; --profile: also "
                         "its update)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measure roberta, PMLM AE+PAR fp16 and bf16 and AE this many times in turn; each row "
+                        "shows the median time and each ratio the median of the rounds' ratios with their range")
     a = p.parse_args(argv)
+    if a.rounds < 1:
+        p.error(f"--rounds must be at least 1, got {a.rounds}")
     s = SIZES["smoke" if a.smoke else "base"]
     device, name, peak = device_info(a.peak_tflops)
     if device == "cpu" and not a.smoke:
@@ -391,7 +425,8 @@ def main(argv=None):
     mfu = f"MFU against {peak / 1e12:.0f} TFLOP/s" if peak else "MFU: no known peak for this device (--peak-tflops)"
     print(f"\ndevice: {name}; commit: {commit()}; torch {torch.__version__}; "
           f"{'smoke sizes' if a.smoke else 'base size'}: model {s['layers']}x{s['dim']}, {s['heads']} heads, "
-          f"batch {s['batch']} x {s['length']} context tokens, median of {s['steps']} updates; {mfu}\n")
+          f"batch {s['batch']} x {s['length']} context tokens, median of {s['steps']} updates"
+          f"{f' (the compared rows: median of {a.rounds} rounds)' if a.rounds > 1 else ''}; {mfu}\n")
     print(table(rows))
     print(f"\nanchor: {ANCHOR}. sequences/s: context sequences (pre-training), sentences (decoding); "
           "tokens/s: every computed token, PMLM's appended ones included (decoding: generated tokens)")

@@ -4,7 +4,7 @@
 # markdown table (device, commit, ratios) for docs/BENCHMARKS.md. The work is scripts/bench_gpu.py.
 #
 #   bash scripts/bench_gpu.sh [--wheels DIR] [--smoke] [--peak-tflops N] [--profile FILE] [--attention A] [--compile]
-#                             [--log FILE]
+#                             [--rounds N] [--log FILE]
 #
 # Environment: the python on PATH if it imports torch and fairseq_pmlm; else .venv is set up by
 # scripts/setup_env.sh (needs a package index), or, with --wheels DIR, on a machine without one
@@ -15,14 +15,15 @@
 # the kernels of one PMLM update as shares of the measured update, with named totals (attention,
 # relative bias, optimizer, copies), into FILE. --attention auto|sdpa|flex|both: PMLM's attention
 # path (both: the default rows plus flex rows). --compile: also the PMLM rows with --compile-layers
-# (torch.compile of each layer). --log FILE: keep the full log (fairseq's and torch's
+# (torch.compile of each layer). --rounds N: the compared rows (roberta, AE+PAR fp16/bf16, AE) measured N
+# times in turn, medians and the ratios' range. --log FILE: keep the full log (fairseq's and torch's
 # lines, a flex fallback's reason) there; by default it is shown only if the run fails.
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
 declare -A FLAGS=([--wheels]=WHEELS [--smoke]=SMOKE:switch [--peak-tflops]=PEAK [--profile]=PROFILE
-                  [--attention]=ATTENTION [--compile]=COMPILE:switch [--log]=LOG)
-WHEELS='' SMOKE='' PEAK='' PROFILE='' ATTENTION='' COMPILE='' LOG=''
+                  [--attention]=ATTENTION [--compile]=COMPILE:switch [--rounds]=ROUNDS [--log]=LOG)
+WHEELS='' SMOKE='' PEAK='' PROFILE='' ATTENTION='' COMPILE='' ROUNDS='' LOG=''
 parse_flags "$@"
 args=()
 if [ -n "$SMOKE" ]; then args+=(--smoke); fi
@@ -30,6 +31,10 @@ if [ -n "$PEAK" ]; then args+=(--peak-tflops "$PEAK"); fi
 if [ -n "$PROFILE" ]; then args+=(--profile "$(abs_path "$PROFILE")"); fi
 if [ -n "$ATTENTION" ]; then args+=(--attention "$ATTENTION"); fi
 if [ -n "$COMPILE" ]; then args+=(--compile); fi
+if [ -n "$ROUNDS" ]; then
+  [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer: $ROUNDS"
+  args+=(--rounds "$ROUNDS")
+fi
 if [ -n "$LOG" ]; then
   [ -d "$(dirname "$LOG")" ] || die "--log $LOG: no such directory $(dirname "$LOG")"
   log=$(abs_path "$LOG")

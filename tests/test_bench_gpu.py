@@ -388,3 +388,23 @@ def test_host_syncs_counts_the_sync_warnings_of_one_step_by_the_line_that_asked(
     assert lines[0].endswith(": 3")
     (row,) = [line for line in lines if line.endswith(" | 3 |")]
     assert row.startswith("| tests/test_bench_gpu.py:")  # the warning's own line: no fairseq frame here
+
+
+def test_rounds_give_each_row_its_median_time_and_each_ratio_the_median_of_the_rounds_ratios(monkeypatch):
+    """``--rounds N``: a row is its median round (rates at that time, the largest peak memory); a
+    ratio is the median of the rounds' own ratios with their range; one round prints as before."""
+    monkeypatch.syspath_prepend(os.path.join(REPO, "scripts"))
+    import bench_gpu
+
+    def m(ms, memory):
+        sec = ms / 1000
+        return dict(sec=sec, seqs=32 / sec, tokens=32 * 512 / sec, mfu=0.5 * 0.09 / sec, memory=memory, extra=None)
+
+    row = bench_gpu.median_round([m(90, 10.0), m(95, 10.5), m(93, None)])
+    assert row["sec"] == pytest.approx(0.093) and row["seqs"] == pytest.approx(32 / 0.093)
+    assert row["tokens"] == pytest.approx(32 * 512 / 0.093) and row["mfu"] == pytest.approx(0.5 * 0.09 / 0.093)
+    assert row["memory"] == 10.5
+    assert bench_gpu.ratio_text([0.64, 0.61, 0.66], "roberta's") == "0.64x (rounds 0.61-0.66) roberta's"
+    assert bench_gpu.ratio_text([0.637], "roberta's") == "0.64x roberta's"
+    with pytest.raises(SystemExit):
+        bench_gpu.main(["--smoke", "--rounds", "0"])
