@@ -14,7 +14,8 @@ tiny sizes (the test suite runs it on the CPU, so this script cannot rot). ``--p
 also one PMLM AE+PAR fp16 update's kernels (torch.profiler; kernels only, shares of the measured
 update time) with named totals for attention, relative bias, optimizer and copies, and the
 relative-position bias's own forward + backward time against the update's, and on a GPU where the
-device idles (gaps between kernels by fairseq stage and host op), written to FILE.
+device idles (gaps between kernels by fairseq stage and host op) and where the host waits for the
+device (syncs by the fairseq or plugin line that asked), written to FILE.
 ``--attention sdpa|flex|both``: PMLM's attention path (flex: the one-call flex attention path).
 ``--compile``: also the PMLM rows with ``--compile-layers`` (each layer through torch.compile).
 ``--rounds N``: the four rows the targets compare (roberta, AE+PAR fp16 and bf16, AE) measured N

@@ -1,7 +1,7 @@
 """``scripts/bench_gpu.py --profile FILE``: one PMLM update under torch.profiler, its kernels only,
 as shares of the measured update time, with named totals (attention, relative bias, optimizer,
 copies, other) so that the next regression names itself; on a GPU also where the device idles
-(``device_idle``)."""
+(``device_idle``) and where the host waits for the device (``host_syncs``)."""
 import bisect
 import os
 import re
