@@ -238,7 +238,7 @@ def pretraining_rows(a, s, work, device, peak):
     rounds = [main_rows("" if a.rounds == 1 else f", round {r + 1} of {a.rounds}") for r in range(a.rounds)]
     rob, fp16, bf16, ae = (median_round([r[i] for r in rounds]) for i in range(4))
 
-    def vs(i, j, what):
+    def rounds_ratio(i, j, what):
         """Row i's sequences/s over row j's: the median of the rounds' own ratios (rows measured
         seconds apart, so a machine's drift between rounds cancels), and their range."""
         return ratio_text([r[j]["sec"] / r[i]["sec"] for r in rounds], what)
@@ -299,10 +299,12 @@ def pretraining_rows(a, s, work, device, peak):
     flex_asked = main == "flex"
     return [
         ("fairseq roberta_base masked_lm", "fp16", rob, "reference for the pre-training rows"),
-        (row_name("PMLM AE+PAR", fp16, flex_asked), "fp16", fp16, vs(1, 0, "roberta's sequences/s (target >= 1)")),
+        (row_name("PMLM AE+PAR", fp16, flex_asked), "fp16", fp16,
+         rounds_ratio(1, 0, "roberta's sequences/s (target >= 1)")),
         (row_name("PMLM AE+PAR", bf16, flex_asked), "bf16 autocast", bf16,
-         vs(2, 1, "PMLM fp16's sequences/s (target >= 1)")),
-        (row_name("PMLM AE only", ae, flex_asked), "fp16", ae, vs(3, 0, "roberta's sequences/s (target >= 1.2)")),
+         rounds_ratio(2, 1, "PMLM fp16's sequences/s (target >= 1)")),
+        (row_name("PMLM AE only", ae, flex_asked), "fp16", ae,
+         rounds_ratio(3, 0, "roberta's sequences/s (target >= 1.2)")),
         (f"naive: one cloze instance per factorization step ({per_example:.1f} per example), {nv['attention']} "
          "attention", "fp16", nv, f"PMLM fp16 is {fp16['seqs'] / nv['seqs']:.1f}x faster"),
     ] + flex + compiled

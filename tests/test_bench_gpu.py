@@ -408,3 +408,20 @@ def test_rounds_give_each_row_its_median_time_and_each_ratio_the_median_of_the_r
     assert bench_gpu.ratio_text([0.637], "roberta's") == "0.64x roberta's"
     with pytest.raises(SystemExit):
         bench_gpu.main(["--smoke", "--rounds", "0"])
+
+
+def test_rounds_with_the_compiled_rows_print_every_row_with_its_ratio():
+    """``--smoke --compile --rounds 2`` end to end (the compiled rows and the rounds' ratios share
+    one table): every row, the compared ratios with their rounds' range, the compiled ratios plain."""
+    proc = subprocess.run([sys.executable, "scripts/bench_gpu.py", "--smoke", "--compile", "--rounds", "2"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": REPO})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "(the compared rows: median of 2 rounds)" in proc.stdout
+    _, rows = parse(proc.stdout)
+    assert len(rows) == len(ROWS) + 4, rows  # the compiled rows: eager reference, fp16, bf16, AE
+    for row in rows[1:4]:
+        assert re.match(r"\d+\.\d+x \(rounds \d+\.\d+-\d+\.\d+\) ", row[7]), row
+    (ref,) = [i for i, row in enumerate(rows) if row[7].startswith("reference for the compiled rows")]
+    assert re.match(r"\d+\.\d+x eager's sequences/s$", rows[ref + 1][7]), rows
+    assert proc.stderr.count(", round 2 of 2: ") == 4
