@@ -10,6 +10,11 @@ relative bias) built once as the model builds it. Variants say where the time go
   forward only    without gradient (validation, scoring)
   flex            the flex plan (one call per layer, block mask, the bias as a score_mod)
   flex, table detached / no score_mod / other kernel options: its parts
+  triton          the SDPA plan, but the shared context block by the Triton kernel that reads the
+                  bias per distance (toeplitz_attention.py)
+  ... dropout 0.1 the same with the paper's attention dropout (the rows above train without it)
+  context block alone: one call at the batch's context shape, [B, H, P, P], forward + backward:
+                  SDPA with the shared bias (needs a gradient), the Triton kernel, flash without bias
 
     python scripts/bench_attention.py [--smoke] [--steps 10]
 
@@ -24,9 +29,9 @@ import time
 import bench_pretrain
 import torch
 import torch.nn.functional as F
-from bench_gpu import SIZES, attention_ran, commit, common_args, device_info, pmlm_args
+from bench_gpu import SIZES, attention_calls, attention_ran, commit, common_args, device_info, pmlm_args
 
-from fairseq_pmlm.modules import flex_attention
+from fairseq_pmlm.modules import flex_attention, toeplitz_attention
 from fairseq_pmlm.modules.attention_rule import TokenDescription
 from fairseq_pmlm.modules.transformer import check_prefix_len
 from fairseq_pmlm.runtime.interrupts import one_line_exit
@@ -77,13 +82,36 @@ def main(argv=None):
                 y.float().sum().backward()
         return update
 
-    shared = check_prefix_len(ni["prefix_len"], desc.kinds, desc.positions)
+    layout = check_prefix_len(ni["prefix_len"], desc.kinds, desc.positions)
+    shared = layout.shared
 
-    def sdpa(bias=True, share=shared):
+    def sdpa(bias=True, share=shared, toeplitz=False):
         def make():
-            plan = model.attention_plan(desc, desc, dtype, ni["prefix_len"], share)
+            plan = model.attention_plan(desc, desc, dtype, ni["prefix_len"], share, toeplitz)
             return plan if bias else [b._replace(bias=b.bias.isfinite()) for b in plan]
         return make
+
+    P, H = ni["prefix_len"], s["heads"]
+    # the context block's inputs as a layer hands them over ([B, H, P, D] views of [B, P, H, D]), its
+    # bias (SDPA) and distance table (the kernel) as leaves that need a gradient: built once, as the
+    # model builds them once for its 12 layers
+    qkv = [torch.randn(B, P, H, s["dim"] // H, device=device, dtype=dtype).transpose(1, 2).requires_grad_()
+           for _ in range(3)]
+    bias = model.attention_plan(desc, desc, dtype, P, True)[0].bias.detach().requires_grad_()
+    table = model.distance_table(P, device).detach().requires_grad_()
+
+    def context_block(how):
+        """One call at the context block's shape, forward + backward."""
+        def call():
+            dropout = attns[0].dropout
+            if how == "triton":
+                y = toeplitz_attention.attend(*qkv, table, dropout)
+                if y is None:
+                    raise RuntimeError("the Triton kernel does not run here")
+            else:
+                y = F.scaled_dot_product_attention(*qkv, attn_mask=bias if how == "sdpa" else None, dropout_p=dropout)
+            y.float().sum().backward()
+        return call
 
     def flex(detach=False, score_mod=True):
         def make():
@@ -96,34 +124,47 @@ def main(argv=None):
         return make
 
     model.train()
-    for attn in attns:
-        attn.dropout = 0.0  # flex has none: every row without it, so they compare
-    # (label, plan maker, with backward, kernel options to recompile flex with)
-    rows = [("sdpa (the plan with the relative bias, which needs a gradient)", sdpa(), True, None),
-            ("sdpa, a context bias per row", sdpa(share=False), True, None),
-            ("sdpa, no bias (mask only)", sdpa(bias=False), True, None),
-            ("sdpa, forward only (no gradient: validation, scoring)", sdpa(), False, None)]
+    # (label, the timed call, kernel options to recompile flex with, attention dropout): flex has no
+    # dropout, so the rows train without it (they compare), but for the rows that say so
+    rows = [("sdpa (the plan with the relative bias, which needs a gradient)", run(sdpa()), None, 0.0),
+            ("sdpa, a context bias per row", run(sdpa(share=False)), None, 0.0),
+            ("sdpa, no bias (mask only)", run(sdpa(bias=False)), None, 0.0),
+            ("sdpa, forward only (no gradient: validation, scoring)", run(sdpa(), False), None, 0.0)]
+    if layout.shared and layout.contiguous:
+        rows += [("triton (the context block by the Toeplitz kernel, the appended block on SDPA)",
+                  run(sdpa(toeplitz=True)), None, 0.0),
+                 ("triton, forward only", run(sdpa(toeplitz=True), False), None, 0.0),
+                 ("sdpa, attention dropout 0.1", run(sdpa()), None, 0.1),
+                 ("triton, attention dropout 0.1", run(sdpa(toeplitz=True)), None, 0.1)]
+        for dropout in (0.0, 0.1):
+            rows += [(f"context block alone{f', dropout {dropout}' if dropout else ''}: {what}",
+                      context_block(how), None, dropout)
+                     for how, what in (("sdpa", "SDPA, shared bias with gradient"), ("triton", "Triton kernel"),
+                                       ("none", "SDPA, no bias (flash)"))]
     if device == "cuda":
-        rows += [("flex, forward only (no gradient)", flex(), False, None),
-                 ("flex (the module's kernel options)", flex(), True, None),
-                 ("flex, table detached (no bias gradient)", flex(detach=True), True, None),
-                 ("flex, no score_mod (mask only)", flex(score_mod=False), True, None)]
-        rows += [(f"flex, {label}", flex(), True, options) for label, options in OTHER_OPTIONS.items()]
+        rows += [("flex, forward only (no gradient)", run(flex(), False), None, 0.0),
+                 ("flex (the module's kernel options)", run(flex()), None, 0.0),
+                 ("flex, table detached (no bias gradient)", run(flex(detach=True)), None, 0.0),
+                 ("flex, no score_mod (mask only)", run(flex(score_mod=False)), None, 0.0)]
+        rows += [(f"flex, {label}", run(flex()), options, 0.0) for label, options in OTHER_OPTIONS.items()]
     out = []
-    for label, make, backward, options in rows:
+    for label, timed, options, dropout in rows:
+        for attn in attns:
+            attn.dropout = dropout
         if options is not None:  # recompile with them
             flex_attention.CUDA_KERNEL_OPTIONS.clear()
             flex_attention.CUDA_KERNEL_OPTIONS.update(options)
             torch._dynamo.reset()
             flex_attention._state["compiled"] = None
             flex_attention._state["backward_checked"].clear()
-        calls, start = flex_attention.calls(), time.perf_counter()
+        calls, start = attention_calls(), time.perf_counter()
         try:
-            ms = 1000 * bench_pretrain.time_calls(run(make, backward), 2, a.steps)
+            ms = 1000 * bench_pretrain.time_calls(timed, 0 if a.smoke else 2, a.steps)
             ran = attention_ran(calls)
         except Exception as e:  # noqa: BLE001 - a variant that does not compile is a row, not the end
             ms, ran = None, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"
-        flex_attention._state["failure"] = None  # a fallback is this row's: the next tries flex again
+        # a fallback is this row's: the next tries flex (the kernel) again
+        flex_attention._state["failure"] = toeplitz_attention._state["failure"] = None
         took = time.perf_counter() - start
         out.append((label, ms, ran))
         print(f"bench_attention: {label}: {'-' if ms is None else f'{ms:.1f} ms'} ({ran}; {took:.0f} s with compiling)",

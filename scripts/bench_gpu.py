@@ -16,7 +16,9 @@ update time) with named totals for attention, relative bias, optimizer and copie
 relative-position bias's own forward + backward time against the update's, and on a GPU where the
 device idles (gaps between kernels by fairseq stage and host op) and where the host waits for the
 device (syncs by the fairseq or plugin line that asked), written to FILE.
-``--attention sdpa|flex|both``: PMLM's attention path (flex: the one-call flex attention path).
+``--attention sdpa|flex|triton|both|auto+triton``: PMLM's attention path (flex: the one-call flex
+attention path; triton: the shared context block by the Triton kernel; both: the default rows plus
+flex rows; auto+triton: the default rows plus triton rows, measured in the same rounds).
 ``--compile``: also the PMLM rows with ``--compile-layers`` (each layer through torch.compile).
 ``--rounds N``: the four rows the targets compare (roberta, AE+PAR fp16 and bf16, AE) measured N
 times in turn: a row's time is the median, a ratio the median of the rounds' own ratios, with their
@@ -41,7 +43,7 @@ import torch
 from bench_gpu_profile import profile_update
 from bench_pretrain import REPO
 
-from fairseq_pmlm.modules import compiled_layers, flex_attention
+from fairseq_pmlm.modules import compiled_layers, flex_attention, toeplitz_attention
 from fairseq_pmlm.modules.attention_rule import ORIGINAL
 from fairseq_pmlm.runtime.interrupts import one_line_exit
 
@@ -49,7 +51,7 @@ SIZES = {
     "base": dict(layers=12, dim=768, heads=12, ffn=3072, batch=32, length=512, vocab=30000, docs=64,
                  warmup=3, steps=10, source_len=720, target_len=48, beam=5, sentences=8, bart={}),
     "smoke": dict(layers=2, dim=64, heads=4, ffn=256, batch=4, length=64, vocab=300, docs=8,
-                  warmup=1, steps=2, source_len=40, target_len=6, beam=2, sentences=2,
+                  warmup=1, steps=1, source_len=40, target_len=6, beam=2, sentences=2,
                   bart=dict(encoder_layers=1, decoder_layers=1, encoder_embed_dim=64, decoder_embed_dim=64,
                             encoder_ffn_embed_dim=128, decoder_ffn_embed_dim=128,
                             encoder_attention_heads=2, decoder_attention_heads=2)),
@@ -67,13 +69,23 @@ def progress(message):
     print(f"bench_gpu: {message}", file=sys.stderr, flush=True)
 
 
+def attention_calls():
+    """The calls the opt-in paths (flex, the Triton kernel) have served so far: ``attention_ran``'s start."""
+    return flex_attention.calls(), toeplitz_attention.calls()
+
+
 def attention_ran(calls_before):
-    """Which attention path the last measurement ran: flex only if it served calls (auto takes SDPA
-    where attention dropout is on; a flex that failed to compile fell back to SDPA)."""
-    if flex_attention.calls() > calls_before:
+    """Which attention path the last measurement ran: flex, or the Triton kernel for the context block,
+    only if it served calls (auto takes SDPA where attention dropout is on; a path that failed to
+    compile fell back to SDPA, and the row says why)."""
+    flex_before, triton_before = calls_before
+    if flex_attention.calls() > flex_before:
         return "flex"
-    failed = flex_attention.failure()
-    return "SDPA" if failed is None else f"SDPA (flex failed: {type(failed).__name__})"
+    if toeplitz_attention.calls() > triton_before:
+        return "Triton context block + SDPA"
+    failed = [f"{path} failed: {type(e).__name__}" for path, e in
+              (("flex", flex_attention.failure()), ("triton", toeplitz_attention.failure())) if e is not None]
+    return "SDPA" + (f" ({', '.join(failed)})" if failed else "")
 
 
 def device_info(peak_tflops):
@@ -184,13 +196,14 @@ def row_name(what, m, flex_asked):
 def pretraining_rows(a, s, work, device, peak):
     data = bench_pretrain.binarize(work, vocab=s["vocab"], docs=s["docs"])
     common, precision_args = common_args(s, data, device)
-    main = "flex" if a.attention == "flex" else "auto" if a.attention == "both" else a.attention
+    main = "auto" if a.attention in ("both", "auto+triton") else a.attention
+    triton = a.attention == "auto+triton"  # the triton rows in every round, beside the default ones
     pmlm = pmlm_args("ae+par") + attention_args(main)
     roberta = ["--task", "masked_lm", "--arch", "roberta_base", "--criterion", "masked_lm",
                "--sample-break-mode", "none"]
 
     def measure(label, argv, make_batches, steps, several=False):
-        calls = flex_attention.calls()
+        calls = attention_calls()
         if "--compile-layers" in argv:  # compiled afresh for this row: no graph of an earlier row's shapes
             torch._dynamo.reset()
         task, trainer = bench_pretrain.setup(common + argv)
@@ -226,17 +239,23 @@ def pretraining_rows(a, s, work, device, peak):
         assert sample["net_input"]["src_tokens"].shape == (s["batch"], s["length"])
         return sample, None
 
-    def main_rows(label):
-        """The four rows the targets compare, measured one after the other (one round)."""
-        return (measure(f"roberta_base fp16{label}", roberta + precision_args["fp16"], roberta_batch, s["steps"]),
-                measure(f"PMLM AE+PAR fp16{label}", pmlm + precision_args["fp16"], pmlm_batch, s["steps"]),
-                measure(f"PMLM AE+PAR bf16 autocast{label}", pmlm + precision_args["bf16 autocast"], pmlm_batch,
+    def pmlm_rows(attention, label):
+        """PMLM AE+PAR fp16 and bf16 autocast, AE fp16, on one attention path."""
+        ae_par = pmlm_args("ae+par") + attention_args(attention)
+        return (measure(f"PMLM AE+PAR fp16{label}", ae_par + precision_args["fp16"], pmlm_batch, s["steps"]),
+                measure(f"PMLM AE+PAR bf16 autocast{label}", ae_par + precision_args["bf16 autocast"], pmlm_batch,
                         s["steps"]),
-                measure(f"PMLM AE fp16{label}", pmlm_args("ae") + attention_args(main) + precision_args["fp16"],
+                measure(f"PMLM AE fp16{label}", pmlm_args("ae") + attention_args(attention) + precision_args["fp16"],
                         pmlm_batch, s["steps"]))
 
+    def main_rows(label):
+        """The rows the targets compare, measured one after the other (one round): roberta, then
+        PMLM's three on the main path (and on the triton path)."""
+        rob = measure(f"roberta_base fp16{label}", roberta + precision_args["fp16"], roberta_batch, s["steps"])
+        return (rob, *pmlm_rows(main, label)) + (pmlm_rows("triton", f", triton{label}") if triton else ())
+
     rounds = [main_rows("" if a.rounds == 1 else f", round {r + 1} of {a.rounds}") for r in range(a.rounds)]
-    rob, fp16, bf16, ae = (median_round([r[i] for r in rounds]) for i in range(4))
+    rob, fp16, bf16, ae, *triton_rows = (median_round([r[i] for r in rounds]) for i in range(len(rounds[0])))
 
     def rounds_ratio(i, j, what):
         """Row i's sequences/s over row j's: the median of the rounds' own ratios (rows measured
@@ -296,6 +315,15 @@ def pretraining_rows(a, s, work, device, peak):
                      cmp_bf16, f"{vs(cmp_bf16, cmp, 'its fp16 row')}, {vs(cmp_bf16, eager_v, 'eager fp16')}"),
                     (row_name("PMLM AE only", cmp_ae, False) + compiled_name(device), "fp16", cmp_ae,
                      f"{vs(cmp_ae, rob, 'roberta')}'s sequences/s, {vs(cmp_ae, ae, 'eager')}")]
+    if triton_rows:
+        t16, tbf16, tae = triton_rows
+        triton_rows = [
+            (row_name("PMLM AE+PAR", t16, False), "fp16", t16,
+             rounds_ratio(4, 0, "roberta's sequences/s (target >= 1); ") + rounds_ratio(4, 1, "the default path's")),
+            (row_name("PMLM AE+PAR", tbf16, False), "bf16 autocast", tbf16,
+             rounds_ratio(5, 4, "its fp16 row's (target >= 1); ") + rounds_ratio(5, 2, "the default path's")),
+            (row_name("PMLM AE only", tae, False), "fp16", tae,
+             rounds_ratio(6, 0, "roberta's sequences/s (target >= 1.2); ") + rounds_ratio(6, 3, "the default path's"))]
     flex_asked = main == "flex"
     return [
         ("fairseq roberta_base masked_lm", "fp16", rob, "reference for the pre-training rows"),
@@ -307,7 +335,7 @@ def pretraining_rows(a, s, work, device, peak):
          rounds_ratio(3, 0, "roberta's sequences/s (target >= 1.2)")),
         (f"naive: one cloze instance per factorization step ({per_example:.1f} per example), {nv['attention']} "
          "attention", "fp16", nv, f"PMLM fp16 is {fp16['seqs'] / nv['seqs']:.1f}x faster"),
-    ] + flex + compiled
+    ] + triton_rows + flex + compiled
 
 
 def median_round(ms):
@@ -385,10 +413,11 @@ def main(argv=None):
                    help="the device's dense fp16/bf16 peak, for MFU (default: known GPUs by name)")
     p.add_argument("--profile", metavar="FILE", default=None,
                    help="also write the top kernels of one PMLM update and the relative bias's share to FILE")
-    p.add_argument("--attention", choices=["auto", "sdpa", "flex", "both"], default="auto",
+    p.add_argument("--attention", choices=["auto", "sdpa", "flex", "triton", "both", "auto+triton"], default="auto",
                    help="PMLM's attention path: auto (the model's default, today SDPA), sdpa, flex (trained "
-                        "without attention dropout, which flex lacks), both (the auto rows plus flex rows; "
-                        "--profile: both)")
+                        "without attention dropout, which flex lacks), triton (the shared context block by the "
+                        "Triton kernel), both (the auto rows plus flex rows; --profile: both), auto+triton (the "
+                        "auto rows plus triton rows in the same rounds; --profile: both)")
     p.add_argument("--compile", action="store_true",
                    help="also the PMLM rows with --compile-layers (torch.compile of each layer; --profile: also "
                         "its update)")
@@ -411,10 +440,11 @@ def main(argv=None):
         if a.profile:  # both: the default path (SDPA under the paper's attention dropout) and flex
             common, precision_args = common_args(s, os.path.join(work, "bin"), device)
             parts = []
-            paths = [(attention, []) for attention in (["auto", "flex"] if a.attention == "both" else [a.attention])]
-            paths += [("auto" if a.attention == "both" else a.attention, ["--compile-layers"])] if a.compile else []
+            pair = {"both": ["auto", "flex"], "auto+triton": ["auto", "triton"]}
+            paths = [(attention, []) for attention in pair.get(a.attention, [a.attention])]
+            paths += [(pair.get(a.attention, [a.attention])[0], ["--compile-layers"])] if a.compile else []
             for attention, extra in paths:
-                calls = flex_attention.calls()
+                calls = attention_calls()
                 parts.append(profile_update(s, common + pmlm_args("ae+par") + precision_args["fp16"]
                                             + attention_args(attention) + extra, device,
                                             lambda calls=calls, extra=extra: f"{attention_ran(calls)} attention"

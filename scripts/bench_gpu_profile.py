@@ -15,13 +15,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # named totals of the profile, first match wins; a kernel's "chain" is the op that launched it (on the
 # CPU: the op itself) and the ranges/ops around that op, innermost first
 CATEGORIES = (
-    ("attention", "SDPA/flex attention forward + backward (the relative bias's gradient inside flex included)"),
+    ("attention", "SDPA/flex/Triton attention forward + backward (the relative bias's gradient inside flex and "
+                  "the Triton kernel included)"),
     ("relative bias", "the bias table/tensor and its backward, outside the attention kernels"),
     ("optimizer", "gradient unscale, clipping, Adam step, zero_grad"),
     ("copies", "aten::copy_ and memcpy kernels outside the above"),
     ("other", "matmuls, elementwise, layer norm, loss, ..."),
 )
-# attention: a kernel so named (fused SDPA's fmha/flash, flex's Triton templates triton_tem_*) or launched
+# attention: a kernel so named (fused SDPA's fmha/flash, flex's Triton templates triton_tem_*, the plugin's
+# toeplitz_attention_*) or launched
 # by an op so named. Not every kernel of a compiled region: with --compile-layers a layer's residual,
 # LayerNorm and GELU kernels run in one too
 ATTENTION = re.compile(r"attention|fmha|flash|flex|triton_tem", re.IGNORECASE)
@@ -186,6 +188,7 @@ def profile_update(s, args, device, ran):
     Returns the text (markdown)."""
     from torch.profiler import ProfilerActivity, profile
 
+    from fairseq_pmlm.modules import toeplitz_attention
     from fairseq_pmlm.modules.attention_rule import TokenDescription
     from fairseq_pmlm.modules.transformer import check_prefix_len
 
@@ -258,17 +261,25 @@ def profile_update(s, args, device, ran):
     ni = {k: v.to(next(transformer.parameters()).device) for k, v in sample["net_input"].items() if torch.is_tensor(v)}
     q = TokenDescription(ni["kinds"], ni["steps"], ni["positions"])
     P, B = sample["net_input"]["prefix_len"], ni["kinds"].size(0)
-    shared = check_prefix_len(P, ni["kinds"], ni["positions"])
+    layout = check_prefix_len(P, ni["kinds"], ni["positions"])
+    shared = layout.shared
     dtype = next(transformer.parameters()).dtype
+    # the Triton path: the context block's bias is its distance table (the rest is inside the kernel)
+    toeplitz = (transformer.attention_impl == "triton" and shared and layout.contiguous
+                and toeplitz_attention.available(ni["kinds"].device))
 
     def bias_pass():
-        plan = transformer.attention_plan(q, q, dtype, P, shared)
-        out = [b.bias.expand(B, -1, -1, -1) for b in plan if b.bias is not None and b.bias.requires_grad]
+        plan = transformer.attention_plan(q, q, dtype, P, shared, toeplitz)
+        out = [b.bias.table if isinstance(b.bias, toeplitz_attention.ToeplitzBias) else b.bias.expand(B, -1, -1, -1)
+               for b in plan if b.bias is not None]
+        out = [b for b in out if b.requires_grad]
         if out:
             torch.autograd.backward(out, [torch.ones_like(b) for b in out])
 
     bias = bench_pretrain.time_calls(bias_pass, 1, s["steps"])
-    lines += ["", "relative-position bias of the SDPA path (forward + backward, both attention blocks, timed alone; "
+    path = ("Triton path outside the kernel (the context block's distance table, the appended block's bias; "
+            if toeplitz else "SDPA path (both attention blocks; ")
+    lines += ["", f"relative-position bias of the {path}forward + backward, timed alone; "
                   f"context bias {'shared by every row' if shared else 'per row'}): "
                   f"{1000 * bias:.2f} ms of a {ms:.1f} ms update = {100 * bias / update:.1f}% (target <= 3%)"]
     return "\n".join(lines)

@@ -1,11 +1,17 @@
 """Fixtures for the unit tests; the builders themselves live in helpers.py (``make_dictionary``
 is also importable from here, as test_seq2seq.py does)."""
+import os
 import signal
 
-import numpy as np
-import pytest
+# Triton's kernels run on the CPU only in its interpreter (test_toeplitz_attention.py), and only if
+# it is on when Triton is first imported (its own library functions are decorated then): before
+# anything here imports torch or Triton
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from helpers import make_dictionary
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from helpers import make_dictionary  # noqa: E402
 
 # A suite started as a background job of a shell without job control (`bash scripts/test.sh &`)
 # inherits SIGINT ignored, and so would every command the tests start, which then cannot be

@@ -308,18 +308,6 @@ def test_each_measurement_shows_a_progress_line_and_each_row_names_the_attention
         assert "SDPA attention" in row[0], row
 
 
-def test_bench_attention_smoke_prints_the_sdpa_rows_with_the_bias_costing_time(capsys, monkeypatch):
-    """``scripts/bench_attention.py --smoke`` (in-process): its SDPA rows on the CPU (flex rows are CUDA-only)."""
-    monkeypatch.syspath_prepend(os.path.join(REPO, "scripts"))
-    import bench_attention
-
-    bench_attention.main(["--smoke", "--steps", "1"])
-    out = capsys.readouterr().out
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| ")]
-    assert rows[0] == ["variant", "ms", "ran"] and [r[0][:4] for r in rows[1:]] == ["sdpa"] * 4, out
-    assert all(number(r[1]) > 0 and r[2] == "SDPA" for r in rows[1:]), out
-
-
 def test_a_log_file_in_a_missing_folder_is_one_line_before_any_set_up(tmp_path):
     proc = subprocess.run(["bash", "scripts/bench_gpu.sh", "--smoke", "--log", str(tmp_path / "none" / "log.txt")],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -408,20 +396,3 @@ def test_rounds_give_each_row_its_median_time_and_each_ratio_the_median_of_the_r
     assert bench_gpu.ratio_text([0.637], "roberta's") == "0.64x roberta's"
     with pytest.raises(SystemExit):
         bench_gpu.main(["--smoke", "--rounds", "0"])
-
-
-def test_rounds_with_the_compiled_rows_print_every_row_with_its_ratio():
-    """``--smoke --compile --rounds 2`` end to end (the compiled rows and the rounds' ratios share
-    one table): every row, the compared ratios with their rounds' range, the compiled ratios plain."""
-    proc = subprocess.run([sys.executable, "scripts/bench_gpu.py", "--smoke", "--compile", "--rounds", "2"],
-                          cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": REPO})
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "(the compared rows: median of 2 rounds)" in proc.stdout
-    _, rows = parse(proc.stdout)
-    assert len(rows) == len(ROWS) + 4, rows  # the compiled rows: eager reference, fp16, bf16, AE
-    for row in rows[1:4]:
-        assert re.match(r"\d+\.\d+x \(rounds \d+\.\d+-\d+\.\d+\) ", row[7]), row
-    (ref,) = [i for i, row in enumerate(rows) if row[7].startswith("reference for the compiled rows")]
-    assert re.match(r"\d+\.\d+x eager's sequences/s$", rows[ref + 1][7]), rows
-    assert proc.stderr.count(", round 2 of 2: ") == 4

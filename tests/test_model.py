@@ -313,11 +313,13 @@ def test_under_autocast_the_bias_is_made_in_the_attention_dtype_with_the_same_ou
     seen = []
     plan = model.attention_plan
     monkeypatch.setattr(model, "attention_plan",
-                        lambda q, k, dtype, p=None, shared=False: seen.append(dtype) or plan(q, k, dtype, p, shared))
+                        lambda q, k, dtype, p=None, shared=False, toeplitz=False:
+                        seen.append(dtype) or plan(q, k, dtype, p, shared, toeplitz))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         ours = hidden(model, ni)
         monkeypatch.setattr(model, "attention_plan",
-                            lambda q, k, dtype, p=None, shared=False: plan(q, k, torch.float32, p, shared))
+                            lambda q, k, dtype, p=None, shared=False, toeplitz=False:
+                            plan(q, k, torch.float32, p, shared, toeplitz))
         fp32_bias = hidden(model, ni)
     assert seen == [torch.bfloat16]
     assert torch.equal(ours, fp32_bias)
@@ -403,7 +405,7 @@ def test_a_batch_of_alike_contexts_builds_one_context_bias_for_every_row_with_th
     ni = alike_contexts_batch(dictionary, 3)["net_input"]
     p, B = ni["prefix_len"], ni["kinds"].size(0)
     assert p < ni["kinds"].size(1) and not (ni["kinds"][:, :p] == PAD).any()
-    assert transformer.check_prefix_len(p, ni["kinds"], ni["positions"]) is True
+    assert transformer.check_prefix_len(p, ni["kinds"], ni["positions"]).shared is True
     desc = TokenDescription(ni["kinds"], ni["steps"], ni["positions"])
     shared = fast.attention_plan(desc, desc, torch.float32, p, shared_context=True)
     per_row = fast.attention_plan(desc, desc, torch.float32, p)
@@ -415,7 +417,7 @@ def test_a_batch_of_alike_contexts_builds_one_context_bias_for_every_row_with_th
     assert torch.equal(shared[1].bias, per_row[1].bias)
     want = hidden(fast, ni)
     with monkeypatch.context() as m:
-        m.setattr(transformer, "check_prefix_len", lambda *a: False)
+        m.setattr(transformer, "check_prefix_len", lambda *a: transformer.ContextLayout(False, False))
         assert torch.equal(hidden(fast, ni), want)
 
     assert assert_same_gradients(fast, ref, ni) > 10
@@ -429,12 +431,12 @@ def test_contexts_with_padding_or_other_positions_keep_a_bias_per_row(dictionary
 
     ni = random_batches(dictionary, 7, n_batches=1, size=3)[0]["net_input"]
     assert (ni["kinds"][:, : ni["prefix_len"]] == PAD).any()
-    assert transformer.check_prefix_len(ni["prefix_len"], ni["kinds"], ni["positions"]) is False
+    assert transformer.check_prefix_len(ni["prefix_len"], ni["kinds"], ni["positions"]).shared is False
     ni = alike_contexts_batch(dictionary, 4)["net_input"]
     positions = ni["positions"].clone()
     positions[1] += 1
-    assert transformer.check_prefix_len(ni["prefix_len"], ni["kinds"], positions) is False
-    assert transformer.check_prefix_len(ni["prefix_len"], ni["kinds"], ni["positions"]) is True
+    assert transformer.check_prefix_len(ni["prefix_len"], ni["kinds"], positions).shared is False
+    assert transformer.check_prefix_len(ni["prefix_len"], ni["kinds"], ni["positions"]).shared is True
 
 
 def test_under_bf16_autocast_a_shared_context_bias_trains_as_the_per_row_one(dictionary, monkeypatch):
@@ -450,7 +452,7 @@ def test_under_bf16_autocast_a_shared_context_bias_trains_as_the_per_row_one(dic
         model = tiny_transformer(len(dictionary), 32).train()
         with monkeypatch.context() as m:
             if not shared:
-                m.setattr(transformer, "check_prefix_len", lambda *a: False)
+                m.setattr(transformer, "check_prefix_len", lambda *a: transformer.ContextLayout(False, False))
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 torch.manual_seed(0)  # the same dropout masks
                 h = model(*args, prefix_len=ni["prefix_len"])

@@ -38,11 +38,13 @@ class UniLMv2Config(FairseqDataclass, TransformerShape):
     pooler_dropout: float = field(
         default=0.1, metadata={"help": "dropout of the sentence classification head (after the [SOS] pooler)"}
     )
-    attention_impl: ChoiceEnum(["auto", "flex", "sdpa", "reference"]) = field(
+    attention_impl: ChoiceEnum(["auto", "flex", "triton", "sdpa", "reference"]) = field(
         default="auto",
         metadata={"help": "auto: the measured-fastest path, today sdpa (flex was slower on an H200, in training "
                           "and forward only); flex: one flex_attention call per layer wherever it can run "
-                          "(training without attention dropout; on the CPU, forward only); sdpa: PyTorch fused "
+                          "(training without attention dropout; on the CPU, forward only); triton: as sdpa, but "
+                          "pre-training's shared context block by a Triton flash kernel reading the bias per distance "
+                          "(CUDA; not yet measured faster); sdpa: PyTorch fused "
                           "attention; reference: explicit softmax (for checks)"},
     )
     compile_layers: bool = field(

@@ -4,7 +4,8 @@ BERT-style post-LayerNorm encoder whose self-attention is steered by the PMLM ru
 (``attention_rule.py``) plus a T5 relative-position bias shared by all layers. The bias
 and the permission mask are combined once per forward into one additive tensor that
 every layer reuses (SDPA path), or into one block mask and a per-distance bias table
-(flex path, ``flex_attention.py``, on CUDA).
+(flex path, ``flex_attention.py``, on CUDA); the shared context block can instead read the
+per-distance table in a Triton kernel (``toeplitz_attention.py``).
 """
 import functools
 import math
@@ -15,7 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..arch import TransformerShape
-from . import compiled_layers, flex_attention
+from . import compiled_layers, flex_attention, toeplitz_attention
 from .attention_rule import CONTEXT, TokenDescription, attention_allowed
 from .relative_position import relative_position_bucket
 
@@ -26,8 +27,9 @@ BIAS_ALIGNMENT = 8  # elements: SDPA copies a bias whose row stride is not a mul
 
 class PlanBlock(NamedTuple):
     """Query rows [query_start, query_end) attend to the key prefix [0, key_end) with ``bias``:
-    an additive float bias [B|1, H|1, Tq, Tk] (-inf = forbidden), a bool mask (True = allowed) or
-    None (every key allowed, no bias: the fused attention's fastest kernel)."""
+    an additive float bias [B|1, H|1, Tq, Tk] (-inf = forbidden), a bool mask (True = allowed),
+    None (every key allowed, no bias: the fused attention's fastest kernel) or a ``ToeplitzBias``
+    (the shared context block for the Triton kernel, materialised where that cannot run)."""
 
     query_start: int
     query_end: int
@@ -73,6 +75,12 @@ class SelfAttention(nn.Module):
         ys = []
         for start, end, key_end, bias in plan:
             qb, kb, vb = q[:, :, start:end], k[:, :, :key_end], v[:, :, :key_end]
+            if isinstance(bias, toeplitz_attention.ToeplitzBias):
+                y = toeplitz_attention.attend(qb, kb, vb, bias.table, p)
+                if y is not None:
+                    ys.append(y)
+                    continue
+                bias = bias.dense()
             if self.impl != "reference":
                 ys.append(F.scaled_dot_product_attention(qb, kb, vb, attn_mask=bias, dropout_p=p))
             else:
@@ -153,8 +161,9 @@ class LMHead(nn.Module):
 
 class UniLMv2Transformer(nn.Module):
     """``attention_impl``: "auto" (the measured-fastest path: SDPA), "flex" (flex wherever
-    it can: also the CPU's forward without gradient, else SDPA), "sdpa" (PyTorch's fused
-    kernels) or "reference" (explicit softmax). ``compile_layers``: training forwards run each
+    it can: also the CPU's forward without gradient, else SDPA), "triton" (SDPA, but the shared
+    context block by the Triton kernel where it can run), "sdpa" (PyTorch's fused kernels) or
+    "reference" (explicit softmax). ``compile_layers``: training forwards run each
     layer through torch.compile (``compiled_layers.py``)."""
 
     def __init__(self, s: TransformerShape, vocab_size, attention_impl="auto", compile_layers=False):
@@ -266,7 +275,8 @@ class UniLMv2Transformer(nn.Module):
         x = self.embed_tokens(tokens) + self.embed_positions(positions) + self.embed_segments(segments)
         return self.drop(self.embed_ln(x))
 
-    def attention_plan(self, q: TokenDescription, k: TokenDescription, dtype, prefix_len=None, shared_context=False):
+    def attention_plan(self, q: TokenDescription, k: TokenDescription, dtype, prefix_len=None, shared_context=False,
+                       toeplitz=False):
         """Which query rows attend to which key prefix, with what bias: a list of ``PlanBlock``.
 
         With ``prefix_len`` (the padded context length, context first in every row: checked by
@@ -282,6 +292,10 @@ class UniLMv2Transformer(nn.Module):
         it is built once, [1, H, P, P], and broadcast. Worked example, a batch of 32 contexts of
         512 tokens, 12 heads: 3.1M bias cells to build and reduce the gradient of, not 100M. Without
         relative positions such a block needs no mask either (every context key is visible): None.
+
+        ``toeplitz`` (with ``shared_context``, relative positions and the context's positions
+        contiguous): that block's bias is a ``ToeplitzBias``, the [H, 2P-1] distance table the
+        Triton kernel reads, materialised as above only where the kernel cannot run.
         """
         Tq, Tk = q.kinds.size(1), k.kinds.size(1)
         if prefix_len is None or Tq != Tk:
@@ -289,7 +303,13 @@ class UniLMv2Transformer(nn.Module):
         ctx = q.columns(0, prefix_len)
         if shared_context:
             ctx = ctx.first_row()
-        bias = None if shared_context and self.rel_pos_bias is None else self.attention_bias(ctx, ctx, dtype)
+        if toeplitz:
+            bias = toeplitz_attention.ToeplitzBias(self.distance_table(prefix_len, q.positions.device),
+                                                   lambda: self.attention_bias(ctx, ctx, dtype))
+        elif shared_context and self.rel_pos_bias is None:
+            bias = None
+        else:
+            bias = self.attention_bias(ctx, ctx, dtype)
         blocks = [PlanBlock(0, prefix_len, prefix_len, bias)]
         if prefix_len < Tq:
             app = q.columns(prefix_len)
@@ -307,7 +327,8 @@ class UniLMv2Transformer(nn.Module):
         x = self.embed(tokens, positions, segments)
         q = TokenDescription(kinds, steps, positions)
         k = q if past is None else past.describe(q)
-        shared_context = prefix_len is not None and check_prefix_len(prefix_len, kinds, positions)
+        layout = check_prefix_len(prefix_len, kinds, positions) if prefix_len is not None else None
+        shared_context = layout is not None and layout.shared
         T, flex = x.size(1), self.uses_flex(x, past)
         compiled = (self.compile_layers and self.training and past is None and not return_kv and not flex
                     and compiled_layers.wanted(x.device))
@@ -322,7 +343,9 @@ class UniLMv2Transformer(nn.Module):
         if flex:
             plan = self.flex_plan(q, dtype, prefix_len, shared_context)
         else:
-            plan = self.attention_plan(q, k, dtype, prefix_len, shared_context)
+            toeplitz = (self.attention_impl == "triton" and shared_context and layout.contiguous and not compiled
+                        and self.rel_pos_bias is not None and toeplitz_attention.available(x.device))
+            plan = self.attention_plan(q, k, dtype, prefix_len, shared_context, toeplitz)
         assert past is None or len(plan) == 1, "with cached keys every query attends over all keys: one block"
         kvs = []
         for i, layer in enumerate(self.layers):
@@ -337,21 +360,31 @@ class UniLMv2Transformer(nn.Module):
         return (x, kvs) if return_kv else x
 
 
+class ContextLayout(NamedTuple):
+    """What ``check_prefix_len`` found: every row's context the same (``shared``: no padding, the
+    same positions), and those positions ``contiguous`` (p, p+1, ...: its bias is Toeplitz)."""
+
+    shared: bool
+    contiguous: bool
+
+
 def check_prefix_len(prefix_len, kinds, positions):
     """``prefix_len`` travels from the pre-training collater through the model; the plan that
     skips the context-to-appended block is right only if it describes the batch: an int within
     the sequence, context (or padding) only before it, no context after it. Checked once a
-    forward, before any layer, in one device sync that also returns whether every row's context
-    is the same (no padding, the same positions: ``attention_plan``'s ``shared_context``).
-    Batches of length-sorted examples mostly are (docs/DESIGN.md §2)."""
+    forward, before any layer, in one device sync that also returns the context's
+    ``ContextLayout`` (``attention_plan``'s ``shared_context`` and ``toeplitz``). Batches of
+    length-sorted examples mostly are shared (docs/DESIGN.md §2)."""
     T = kinds.size(1)
     if not isinstance(prefix_len, int) or not 0 < prefix_len <= T:
         raise ValueError(f"prefix_len must be an int in [1, {T}] (the padded context length), got {prefix_len!r}")
     ctx_kinds, ctx_positions = kinds[:, :prefix_len], positions[:, :prefix_len]
     wrong = (ctx_kinds > CONTEXT).any() | (kinds[:, prefix_len:] == CONTEXT).any()
     shared = (ctx_kinds == CONTEXT).all() & (ctx_positions == ctx_positions[:1]).all()
-    wrong, shared = torch.stack([wrong, shared]).tolist()
+    first = ctx_positions[0]
+    contiguous = (first == first[0] + torch.arange(prefix_len, device=first.device)).all()
+    wrong, shared, contiguous = torch.stack([wrong, shared, contiguous]).tolist()
     if wrong:
         raise ValueError(f"prefix_len {prefix_len} does not describe the batch: columns before it must be context "
                          "or padding and none after it context (PseudoMaskedLMDataset.collater lays batches out so)")
-    return shared
+    return ContextLayout(shared, contiguous)

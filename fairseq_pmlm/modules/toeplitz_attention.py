@@ -1,0 +1,235 @@
+"""The shared context block's attention as one Triton kernel, opt-in (``attention_impl="triton"``;
+docs/DESIGN.md §2).
+
+In pre-training every row's context is the same block of contiguous positions (``shared_context``
+with ``check_prefix_len``'s ``contiguous``), so its relative-position bias depends only on key
+index minus query index: bias[h, i, j] = table[h, j - i + N - 1], a Toeplitz matrix per head.
+PyTorch's fused kernels take such a bias only materialised, and only the memory-efficient one
+returns its gradient, by writing dS (a [B, H, N, N] tensor) and reducing it over the batch: on an
+H100 that call took 1.97 ms (32 x 12 x 512 x 512, fp16, forward and backward) against flash's
+0.72 ms without bias. Here a flash-style kernel reads the bias from the [H, 2N-1] table and sums
+each dS tile's diagonals into the table's gradient (``toeplitz_kernels.py``): no [B, H, N, N]
+tensor is written in either direction. Attention dropout is drawn in the kernel (Philox, from a
+seed per call), the same draw in the forward and both backward passes.
+
+Only the context block goes here (in AE+PAR pre-training 12 of the 24 attention calls of an
+update, in AE alone all of them); the appended block, with its per-row mask, stays on SDPA.
+Where the kernel cannot run (no CUDA, no Triton, a head size it does not take, a dtype other
+than fp16/bf16 on CUDA) the block is materialised as before. Before the first call of each
+(device, dtype, head size, dropout) the kernel is compiled and checked against plain attention
+on a small case; a failure there (or a wrong result) turns it off for the rest of the process
+with one log line and the run goes on with SDPA. On the CPU it runs only under Triton's
+interpreter (``TRITON_INTERPRET=1``): what the tests check its numerics with.
+"""
+import logging
+import math
+import os
+from typing import NamedTuple
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+# tl.dot needs power-of-two tiles of at least 16; at 128 the backward passes spill registers (sm_90
+# compile, every tile shape tried), so that size stays on SDPA
+HEAD_DIMS = (16, 32, 64)
+
+# the failure that turned the kernel off (None: none yet), the (device type, dtype, head size,
+# dropout) cases that passed the probe, the calls served, whether "asked but not available" was logged
+_state = {"failure": None, "checked": set(), "calls": 0, "told_unavailable": False}
+
+
+def calls():
+    """How many attention calls the kernel has served in this process."""
+    return _state["calls"]
+
+
+def failure():
+    """The error that turned the kernel off in this process, or None."""
+    return _state["failure"]
+
+
+def interpreted():
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def available(device):
+    """Whether the kernel can serve attention on ``device`` in this process."""
+    if _state["failure"] is not None or not (device.type == "cuda" or (device.type == "cpu" and interpreted())):
+        return False
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        if not _state["told_unavailable"]:
+            _state["told_unavailable"] = True
+            logger.info("attention_impl triton: Triton is not installed, the context block runs on SDPA")
+        return False
+    return True
+
+
+def takes(q):
+    """Whether the kernel takes these [B, H, N, D] queries (and keys, values of the same shape)."""
+    # Triton's interpreter multiplies bf16 tiles wrongly (tl.dot of its raw bits): fp16 and fp32 there
+    dtypes = (torch.float16, torch.bfloat16) if q.is_cuda else (torch.float16, torch.float32)
+    return q.dtype in dtypes and q.size(-1) in HEAD_DIMS
+
+
+class Launch(NamedTuple):
+    """One kernel's tiles and launch options: BM queries by BN keys (multiples of 8), warps, stages."""
+
+    BM: int
+    BN: int
+    warps: int = 8
+    stages: int = 2
+
+
+class Tiles(NamedTuple):
+    fwd: Launch
+    dkdv: Launch
+    dq: Launch
+
+
+# Triton's fused-attention tutorial's shapes: each pass keeps its accumulators ([BM or BN, D]) in
+# registers and streams the other axis. Compiled for sm_90 (fp16/bf16, head size 64, with and without
+# dropout; Triton 3.9) none spills registers: ptxas reports no stack frame
+CUDA_TILES = Tiles(fwd=Launch(128, 64), dkdv=Launch(32, 128), dq=Launch(128, 32))
+# the interpreter runs each program in Python, each tile op in numpy: few, large tiles are fastest
+# (the kernel's tests choose small ones, to see several on each axis)
+INTERPRETER_TILES = Tiles(fwd=Launch(64, 64), dkdv=Launch(64, 64), dq=Launch(64, 64))
+
+
+def tiles(device):
+    return CUDA_TILES if device.type == "cuda" else INTERPRETER_TILES
+
+
+class _Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, table, dropout_p, seed, t: Tiles):
+        from . import toeplitz_kernels as kern
+
+        B, H, N, D = q.shape
+        o = q.new_empty(B, N, H, D).transpose(1, 2)  # the layout the output projection reads without a copy
+        lse = torch.empty(B * H, N, dtype=torch.float32, device=q.device)
+        scale = 1.0 / math.sqrt(D)
+        kern.toeplitz_attention_fwd[(cdiv(N, t.fwd.BM), B * H)](
+            q, k, v, table, o, lse, seed, scale, dropout_p, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+            *o.stride()[:3], table.stride(0), H, N, D=D, BM=t.fwd.BM, BN=t.fwd.BN, DROPOUT=dropout_p > 0,
+            num_warps=t.fwd.warps, num_stages=t.fwd.stages)
+        ctx.save_for_backward(q, k, v, table, o, lse)
+        ctx.args = dropout_p, seed, t
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        from . import toeplitz_kernels as kern
+
+        q, k, v, table, o, lse = ctx.saved_tensors
+        dropout_p, seed, t = ctx.args
+        B, H, N, D = q.shape
+        do = do.to(q.dtype)
+        if do.stride(-1) != 1:
+            do = do.contiguous()
+        delta = (o.float() * do.float()).sum(-1).contiguous()  # [B, H, N]: rowsum(dO * O)
+        dq, dk, dv = (q.new_empty(B, N, H, D).transpose(1, 2) for _ in range(3))
+        dtable = torch.zeros(table.shape, dtype=torch.float32, device=table.device)
+        scale = 1.0 / math.sqrt(D)
+        common = (seed, scale, dropout_p, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3])
+        BM, BN = t.dkdv.BM, t.dkdv.BN
+        coarse = max(16, 1 << (BM // 8 + BN // 8 - 2).bit_length())  # >= BM/8 + BN/8 - 1, a power of two, tl.dot's 16
+        kern.toeplitz_attention_bwd_dkdv[(cdiv(N, BN), B * H)](
+            q, k, v, table, do, lse, delta, dk, dv, dtable, *common, *dk.stride()[:3], *dv.stride()[:3],
+            table.stride(0), H, N, D=D, BM=BM, BN=BN, WA=coarse, DROPOUT=dropout_p > 0,
+            num_warps=t.dkdv.warps, num_stages=t.dkdv.stages)
+        kern.toeplitz_attention_bwd_dq[(cdiv(N, t.dq.BM), B * H)](
+            q, k, v, table, do, lse, delta, dq, *common, *dq.stride()[:3], table.stride(0), H, N,
+            D=D, BM=t.dq.BM, BN=t.dq.BN, DROPOUT=dropout_p > 0, num_warps=t.dq.warps, num_stages=t.dq.stages)
+        return dq, dk, dv, dtable.to(table.dtype), None, None, None
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def toeplitz_attention(q, k, v, table, dropout_p=0.0, t: Tiles = None):
+    """softmax(q k^T / sqrt(D) + bias) v with bias[h, i, j] = table[h, j - i + N - 1], dropout on the
+    probabilities; q, k, v [B, H, N, D] (unit stride on D), table [H, 2N-1]. Runs the kernel
+    unchecked: ``attend`` is what the model calls. ``t``: the tiles, by default ``tiles(device)``."""
+    B, H, N, D = q.shape
+    if k.shape != q.shape or v.shape != q.shape or tuple(table.shape) != (H, 2 * N - 1):
+        raise ValueError(f"toeplitz_attention: q, k, v must be [B, H, N, D] alike and table [H, 2N-1]; got "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}, table {tuple(table.shape)}")
+    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+    seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if dropout_p > 0 else 0
+    return _Attention.apply(q, k, v, table.float().contiguous(), float(dropout_p), seed, t or tiles(q.device))
+
+
+def dense_bias(table, N):
+    """The [H, N, N] bias the kernel reads from ``table``: what the checks compare it with."""
+    distance = torch.arange(N, device=table.device)[None, :] - torch.arange(N, device=table.device)[:, None]
+    return table[:, distance + N - 1]
+
+
+def _probe(device, dtype, D, dropout):
+    """Compile the kernels for this case and check them on a small one (two tiles on each axis, the
+    last partial) against plain attention; raises if they do not compile or are wrong."""
+    g = torch.Generator(device=device).manual_seed(0)
+    N, H = max(max(launch[:2]) for launch in tiles(device)) + 5, 2
+    q, k, v = (torch.randn(1, H, N, D, generator=g, device=device).to(dtype) for _ in range(3))
+    table = torch.randn(H, 2 * N - 1, generator=g, device=device)
+    inputs = [t.detach().requires_grad_() for t in (q, k, v, table)]
+    got = toeplitz_attention(*inputs)
+    grads = torch.autograd.grad(got.float().square().sum(), inputs)
+    if dropout:  # compiles the dropout variant too; its draw is checked by the tests
+        torch.autograd.grad(toeplitz_attention(*inputs, 0.1).float().sum(), inputs)
+    ref_inputs = [t.detach().float().requires_grad_() for t in (q, k, v, table)]
+    want = _reference(*ref_inputs)
+    want_grads = torch.autograd.grad(want.square().sum(), ref_inputs)
+    want = want.detach()
+    tolerance = 1e-4 if dtype == torch.float32 else 3e-2
+    for name, a, b in [("output", got, want)] + list(zip(("dq", "dk", "dv", "dtable"), grads, want_grads)):
+        error = float((a.detach().float() - b).abs().max() / b.abs().max().clamp(min=1e-6))
+        if not error < tolerance:
+            raise RuntimeError(f"the Toeplitz attention kernel gives wrong results here ({name}: relative "
+                               f"error {error:.3g} against plain attention on a probe)")
+
+
+def _reference(q, k, v, table):
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1)) + dense_bias(table, q.size(2))
+    return scores.softmax(-1) @ v
+
+
+def attend(q, k, v, table, dropout_p):
+    """The context block's attention by the kernel, or None where it cannot serve it (then the
+    caller materialises the bias): not available here, a shape or dtype it does not take, or
+    it failed (logged once; off for the rest of the process)."""
+    if not available(q.device) or not takes(q):
+        return None
+    key = (q.device.type, q.dtype, q.size(-1), dropout_p > 0)
+    try:
+        if key not in _state["checked"]:
+            with torch.enable_grad():
+                _probe(q.device, q.dtype, q.size(-1), dropout_p > 0)
+            _state["checked"].add(key)
+        y = toeplitz_attention(q, k, v, table, dropout_p)
+    except torch.OutOfMemoryError:
+        raise  # the SDPA path needs more memory, not less
+    except Exception as e:  # noqa: BLE001 - any compile/launch failure: fall back, never stop the run
+        _state["failure"] = e
+        logger.warning("the Toeplitz attention kernel failed on this machine, using SDPA for the rest of the run: "
+                       "%s: %s", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        return None
+    _state["calls"] += 1
+    return y
+
+
+class ToeplitzBias:
+    """A plan block's bias as the kernel reads it (``table`` [H, 2N-1]), and the same bias
+    materialised for SDPA (``dense()``: built once, on first need, shared by the layers)."""
+
+    def __init__(self, table, dense):
+        self.table, self._dense, self._built = table, dense, None
+
+    def dense(self):
+        if self._built is None:
+            self._built = self._dense()
+        return self._built

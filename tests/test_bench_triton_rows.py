@@ -1,0 +1,56 @@
+"""The benchmarks' rows of the Triton kernel (``--attention-impl triton``) on the CPU, where Triton's
+interpreter runs it (conftest.py turns it on): slow there (seconds an update), so these end-to-end
+runs sit in their own file, which the suite runs beside test_bench_gpu.py."""
+import os
+import re
+import subprocess
+import sys
+
+from test_bench_gpu import ROWS, number, parse
+
+from cli import REPO
+
+
+def test_bench_attention_smoke_prints_the_sdpa_and_the_triton_rows_each_naming_the_path_it_ran(capsys, monkeypatch):
+    """``scripts/bench_attention.py --smoke`` (in-process): its SDPA rows, and its Triton kernel rows
+    under Triton's interpreter (conftest.py), on the CPU (flex rows are CUDA-only). Each Triton row
+    ran the kernel (and only the kernel's rows did), and so did the context block alone's."""
+    monkeypatch.syspath_prepend(os.path.join(REPO, "scripts"))
+    import bench_attention
+
+    bench_attention.main(["--smoke", "--steps", "1"])
+    out = capsys.readouterr().out
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| ")]
+    assert rows[0] == ["variant", "ms", "ran"] and len(rows) == 1 + 4 + 4 + 6, out
+    assert all(number(r[1]) > 0 for r in rows[1:]), out
+    for name, _ms, ran in rows[1:]:
+        kernel = name.startswith("triton") or name.endswith("Triton kernel")
+        assert ran == ("Triton context block + SDPA" if kernel else "SDPA"), (name, ran)
+
+
+def test_rounds_with_the_triton_and_the_compiled_rows_print_every_row_with_its_ratio():
+    """``--smoke --attention auto+triton --compile --rounds 2`` end to end (the triton rows, the
+    compiled rows and the rounds' ratios share one table): every row, the compared ratios with their
+    rounds' range (the triton rows': against roberta or their fp16 row, and the default path's row),
+    the compiled ratios plain. The triton fp16 rows ran the kernel (Triton's interpreter, conftest.py;
+    bf16, which the interpreter does not take, SDPA)."""
+    proc = subprocess.run([sys.executable, "scripts/bench_gpu.py", "--smoke", "--compile", "--rounds", "2",
+                           "--attention", "auto+triton"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": REPO})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "(the compared rows: median of 2 rounds)" in proc.stdout
+    _, rows = parse(proc.stdout)
+    assert len(rows) == len(ROWS) + 3 + 4, rows  # triton: fp16, bf16, AE; compiled: eager reference, fp16, bf16, AE
+    rounds = r"\d+\.\d+x \(rounds \d+\.\d+-\d+\.\d+\) "
+    for row in rows[1:4]:
+        assert re.match(rounds, row[7]), row
+    triton = rows[5:8]
+    assert [r[0] for r in triton] == ["PMLM AE+PAR (unilmv2_base), Triton context block + SDPA attention",
+                                      "PMLM AE+PAR (unilmv2_base), SDPA attention",
+                                      "PMLM AE only (unilmv2_base), Triton context block + SDPA attention"], triton
+    for row, what in zip(triton, ("roberta's sequences/s", "its fp16 row's", "roberta's sequences/s")):
+        assert re.match(rounds + re.escape(what) + r".*; " + rounds + "the default path's$", row[7]), row
+    (ref,) = [i for i, row in enumerate(rows) if row[7].startswith("reference for the compiled rows")]
+    assert re.match(r"\d+\.\d+x eager's sequences/s$", rows[ref + 1][7]), rows
+    assert proc.stderr.count(", round 2 of 2: ") == 7
