@@ -13,8 +13,9 @@
 #   python scripts/fetch_wheels.py DIR --python-version 3.12 [--have TARGET_PIP_FREEZE]
 # --smoke: tiny sizes on the CPU in well under a minute (the tests run it). --profile FILE: also
 # the kernels of one PMLM update as shares of the measured update, with named totals (attention,
-# relative bias, optimizer, copies), into FILE. --attention auto|sdpa|flex|both: PMLM's attention
-# path (both: the default rows plus flex rows). --compile: also the PMLM rows with --compile-layers
+# relative bias, optimizer, copies), into FILE. --attention auto|sdpa|flex|triton|both|auto+triton:
+# PMLM's attention path (both: the default rows plus flex rows; auto+triton: the default rows plus
+# the Triton kernel's, in the same rounds). --compile: also the PMLM rows with --compile-layers
 # (torch.compile of each layer). --rounds N: the compared rows (roberta, AE+PAR fp16/bf16, AE) measured N
 # times in turn, medians and the ratios' range. --log FILE: keep the full log (fairseq's and torch's
 # lines, a flex fallback's reason) there; by default it is shown only if the run fails.
