@@ -17,8 +17,9 @@ update, in AE alone all of them); the appended block, with its per-row mask, sta
 Where the kernel cannot run (no CUDA, no Triton, a head size it does not take, a dtype other
 than fp16/bf16 on CUDA) the block is materialised as before. Before the first call of each
 (device, dtype, head size, dropout) the kernel is compiled and checked against plain attention
-on a small case; a failure there (or a wrong result) turns it off for the rest of the process
-with one log line and the run goes on with SDPA. On the CPU it runs only under Triton's
+on a small case, and before the first of each input layout its backward is compiled on copies
+(``_compile_backward``); a failure there (or a wrong result) turns it off for the rest of the
+process with one log line and the run goes on with SDPA. On the CPU it runs only under Triton's
 interpreter (``TRITON_INTERPRET=1``): what the tests check its numerics with.
 """
 import logging
@@ -35,8 +36,9 @@ logger = logging.getLogger(__name__)
 HEAD_DIMS = (16, 32, 64)
 
 # the failure that turned the kernel off (None: none yet), the (device type, dtype, head size,
-# dropout) cases that passed the probe, the calls served, whether "asked but not available" was logged
-_state = {"failure": None, "checked": set(), "calls": 0, "told_unavailable": False}
+# dropout) cases that passed the probe, the input layouts whose kernels have compiled (``attend``),
+# the calls served, whether "asked but not available" was logged
+_state = {"failure": None, "checked": set(), "compiled": set(), "calls": 0, "told_unavailable": False}
 
 
 def calls():
@@ -67,15 +69,19 @@ def available(device):
     return True
 
 
-def takes(q):
-    """Whether the kernel takes these [B, H, N, D] queries (and keys, values of the same shape)."""
+def takes(q, k, v):
+    """Whether the kernel takes these [B, H, N, D] queries, keys and values (one dtype)."""
+    if not q.dtype == k.dtype == v.dtype:
+        return False
     # Triton's interpreter multiplies bf16 tiles wrongly (tl.dot of its raw bits): fp16 and fp32 there
     dtypes = (torch.float16, torch.bfloat16) if q.is_cuda else (torch.float16, torch.float32)
     return q.dtype in dtypes and q.size(-1) in HEAD_DIMS
 
 
 class Launch(NamedTuple):
-    """One kernel's tiles and launch options: BM queries by BN keys (multiples of 8), warps, stages."""
+    """One kernel's tiles and launch options: BM queries by BN keys (multiples of 8; on a GPU the
+    dK/dV pass's BM x BN at least 1024, its one-hot product's inner size BM x BN / 64 being tl.dot's
+    16 at least), warps, stages."""
 
     BM: int
     BN: int
@@ -120,6 +126,7 @@ class _Attention(torch.autograd.Function):
         return o
 
     @staticmethod
+    @torch.autograd.function.once_differentiable  # no double backward: an error, not silent zeros
     def backward(ctx, do):
         from . import toeplitz_kernels as kern
 
@@ -171,7 +178,13 @@ def dense_bias(table, N):
 
 def _probe(device, dtype, D, dropout):
     """Compile the kernels for this case and check them on a small one (two tiles on each axis, the
-    last partial) against plain attention; raises if they do not compile or are wrong."""
+    last partial) against plain attention, both in fp32 math outside any autocast; raises if they
+    do not compile or are wrong."""
+    with torch.autocast(device.type, enabled=False):
+        _check(device, dtype, D, dropout)
+
+
+def _check(device, dtype, D, dropout):
     g = torch.Generator(device=device).manual_seed(0)
     N, H = max(max(launch[:2]) for launch in tiles(device)) + 5, 2
     q, k, v = (torch.randn(1, H, N, D, generator=g, device=device).to(dtype) for _ in range(3))
@@ -202,7 +215,7 @@ def attend(q, k, v, table, dropout_p):
     """The context block's attention by the kernel, or None where it cannot serve it (then the
     caller materialises the bias): not available here, a shape or dtype it does not take, or
     it failed (logged once; off for the rest of the process)."""
-    if not available(q.device) or not takes(q):
+    if not available(q.device) or not takes(q, k, v):
         return None
     key = (q.device.type, q.dtype, q.size(-1), dropout_p > 0)
     try:
@@ -210,6 +223,8 @@ def attend(q, k, v, table, dropout_p):
             with torch.enable_grad():
                 _probe(q.device, q.dtype, q.size(-1), dropout_p > 0)
             _state["checked"].add(key)
+        if (q.requires_grad or table.requires_grad) and layout(q, k, v, key) not in _state["compiled"]:
+            _compile_backward(q, k, v, table, dropout_p, key)
         y = toeplitz_attention(q, k, v, table, dropout_p)
     except torch.OutOfMemoryError:
         raise  # the SDPA path needs more memory, not less
@@ -220,6 +235,27 @@ def attend(q, k, v, table, dropout_p):
         return None
     _state["calls"] += 1
     return y
+
+
+def layout(q, k, v, key):
+    """What Triton compiles a separate kernel version for besides the case: each integer argument
+    that is 1 or a multiple of 16 (sizes, strides). Worked example: contexts of 512 and of 500
+    tokens are two versions, 512 and 496 one."""
+    sizes = (q.size(1), q.size(2), *q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
+    return key, tuple((x == 1, x % 16 == 0) for x in sizes)
+
+
+def _compile_backward(q, k, v, table, dropout_p, key):
+    """The backward kernels compile at the first backward of each input layout, where no fallback
+    can catch a failure: compile them now, on copies of this call's inputs (``autograd.grad`` of the
+    copies: no parameter's .grad is touched), so that their failure too falls back (once per layout:
+    a run has few)."""
+    with torch.enable_grad():
+        copies = [t.detach().requires_grad_() for t in (q, k, v, table)]
+        out = toeplitz_attention(*copies, dropout_p)
+        # a gradient laid out as the output (the output projection's backward gives that layout)
+        torch.autograd.grad(out, copies, torch.ones_like(out))
+    _state["compiled"].add(layout(q, k, v, key))
 
 
 class ToeplitzBias:

@@ -34,21 +34,36 @@ def _bias_tile(T, offs_q, offs_k, N, valid):
 
 
 @triton.jit
-def _keep(seed, offs_q, start_k, N, p_drop, BK: tl.constexpr):
-    """Attention dropout's keep mask of queries ``offs_q`` x keys start_k .. start_k+BK-1 (start_k a
-    multiple of 8): the same draw in every pass (the dK/dV pass transposes it). One Philox call
+def _key_tile(q, Kb, Vb, Tb, skn, svn, offs_m, m_ok, start_n, N, qk_scale, D: tl.constexpr, BN: tl.constexpr):
+    """Keys and values start_n .. start_n+BN-1 (zeros past N) and the base-2 scores of the queries
+    ``q`` (rows ``offs_m``) against them, the bias included; ``valid``: the pairs inside [N, N]."""
+    offs_n = start_n + tl.arange(0, BN)
+    offs_d = tl.arange(0, D)
+    n_ok = offs_n < N
+    k = tl.load(Kb + offs_n[:, None] * skn + offs_d[None, :], mask=n_ok[:, None], other=0.0)
+    v = tl.load(Vb + offs_n[:, None] * svn + offs_d[None, :], mask=n_ok[:, None], other=0.0)
+    valid = m_ok[:, None] & n_ok[None, :]
+    s = tl.dot(q, tl.trans(k)) * qk_scale + _bias_tile(Tb, offs_m, offs_n, N, valid) * 1.4426950408889634
+    return k, v, s, valid, n_ok
+
+
+@triton.jit
+def _keep(seed, rows, start_k, N, p_drop, BK: tl.constexpr):
+    """Attention dropout's keep mask of query ``rows`` (bh * N + query: one Philox stream for the
+    call, the head in the counter) x keys start_k .. start_k+BK-1 (start_k a multiple of 8): the same
+    draw in every pass (the dK/dV pass transposes it). One Philox call
     (4 x 32 bits) draws 8 keys' 16-bit uniforms, as fused attention kernels do (a call per pair cost
     ~100 integer operations each: more than the tile's matmuls); dropped where below p (to 1/65536)."""
     group = start_k // 8 + tl.arange(0, BK // 8)
-    r0, r1, r2, r3 = tl.randint4x(seed, offs_q[:, None] * ((N + 7) // 8) + group[None, :])
+    r0, r1, r2, r3 = tl.randint4x(seed, rows[:, None] * ((N + 7) // 8) + group[None, :])
     r0, r1 = r0.to(tl.uint32, bitcast=True), r1.to(tl.uint32, bitcast=True)
     r2, r3 = r2.to(tl.uint32, bitcast=True), r3.to(tl.uint32, bitcast=True)
     u = tl.join(tl.join(tl.join(r0 & 0xFFFF, r0 >> 16), tl.join(r1 & 0xFFFF, r1 >> 16)),
                 tl.join(tl.join(r2 & 0xFFFF, r2 >> 16), tl.join(r3 & 0xFFFF, r3 >> 16)))  # [BQ, BK/8, 2, 2, 2]
-    return tl.reshape(u, (offs_q.shape[0], BK)).to(tl.float32) >= p_drop * 65536.0
+    return tl.reshape(u, (rows.shape[0], BK)).to(tl.float32) >= p_drop * 65536.0
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["seed"])  # a new seed each call: one kernel version for all
 def toeplitz_attention_fwd(Q, K, V, T, Out, L, seed, sm_scale, p_drop,
                sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son, sth, H, N,
                D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, DROPOUT: tl.constexpr):
@@ -64,19 +79,14 @@ def toeplitz_attention_fwd(Q, K, V, T, Out, L, seed, sm_scale, p_drop,
     acc = tl.zeros([BM, D], tl.float32)
     qk_scale = sm_scale * 1.4426950408889634
     for start_n in range(0, N, BN):
-        offs_n = start_n + tl.arange(0, BN)
-        n_ok = offs_n < N
-        k = tl.load(Kb + offs_n[:, None] * skn + offs_d[None, :], mask=n_ok[:, None], other=0.0)
-        v = tl.load(Vb + offs_n[:, None] * svn + offs_d[None, :], mask=n_ok[:, None], other=0.0)
-        valid = m_ok[:, None] & n_ok[None, :]
-        s = tl.dot(q, tl.trans(k)) * qk_scale + _bias_tile(Tb, offs_m, offs_n, N, valid) * 1.4426950408889634
+        k, v, s, valid, n_ok = _key_tile(q, Kb, Vb, Tb, skn, svn, offs_m, m_ok, start_n, N, qk_scale, D, BN)
         s = tl.where(n_ok[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         p = tl.exp2(s - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         if DROPOUT:
-            p = tl.where(_keep(seed + bh, offs_m, start_n, N, p_drop, BN), p / (1.0 - p_drop), 0.0)
+            p = tl.where(_keep(seed, bh * N + offs_m, start_n, N, p_drop, BN), p / (1.0 - p_drop), 0.0)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
     o = acc / l_i[:, None]
@@ -85,7 +95,7 @@ def toeplitz_attention_fwd(Q, K, V, T, Out, L, seed, sm_scale, p_drop,
     tl.store(L + bh * N + offs_m, m_i + tl.log2(l_i), mask=m_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["seed"])  # a new seed each call: one kernel version for all
 def toeplitz_attention_bwd_dkdv(Q, K, V, T, DO, L, DELTA, DK, DV, DT, seed, sm_scale, p_drop,
                     sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sdb, sdh, sdn,
                     sdkb, sdkh, sdkn, sdvb, sdvh, sdvn, sth, H, N,
@@ -126,7 +136,7 @@ def toeplitz_attention_bwd_dkdv(Q, K, V, T, DO, L, DELTA, DK, DV, DT, seed, sm_s
         p_t = tl.where(valid, tl.exp2(s_t - lse[None, :]), 0.0)
         dp_t = tl.dot(v, tl.trans(do))
         if DROPOUT:
-            keep_t = tl.trans(_keep(seed + bh, offs_m, pid_n * BN, N, p_drop, BN))
+            keep_t = tl.trans(_keep(seed, bh * N + offs_m, pid_n * BN, N, p_drop, BN))
             dv += tl.dot(tl.where(keep_t, p_t / (1.0 - p_drop), 0.0).to(do.dtype), do)
             dp_t = tl.where(keep_t, dp_t / (1.0 - p_drop), 0.0)
         else:
@@ -144,7 +154,7 @@ def toeplitz_attention_bwd_dkdv(Q, K, V, T, DO, L, DELTA, DK, DV, DT, seed, sm_s
              mask=n_ok[:, None])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["seed"])  # a new seed each call: one kernel version for all
 def toeplitz_attention_bwd_dq(Q, K, V, T, DO, L, DELTA, DQ, seed, sm_scale, p_drop,
                   sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sdb, sdh, sdn, sdqb, sdqh, sdqn, sth, H, N,
                   D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, DROPOUT: tl.constexpr):
@@ -162,16 +172,11 @@ def toeplitz_attention_bwd_dq(Q, K, V, T, DO, L, DELTA, DQ, seed, sm_scale, p_dr
     dq = tl.zeros([BM, D], tl.float32)
     qk_scale = sm_scale * 1.4426950408889634
     for start_n in range(0, N, BN):
-        offs_n = start_n + tl.arange(0, BN)
-        n_ok = offs_n < N
-        k = tl.load(Kb + offs_n[:, None] * skn + offs_d[None, :], mask=n_ok[:, None], other=0.0)
-        v = tl.load(Vb + offs_n[:, None] * svn + offs_d[None, :], mask=n_ok[:, None], other=0.0)
-        valid = m_ok[:, None] & n_ok[None, :]
-        s = tl.dot(q, tl.trans(k)) * qk_scale + _bias_tile(Tb, offs_m, offs_n, N, valid) * 1.4426950408889634
+        k, v, s, valid, _ = _key_tile(q, Kb, Vb, Tb, skn, svn, offs_m, m_ok, start_n, N, qk_scale, D, BN)
         p = tl.where(valid, tl.exp2(s - lse[:, None]), 0.0)
         dp = tl.dot(do, tl.trans(v))
         if DROPOUT:
-            dp = tl.where(_keep(seed + bh, offs_m, start_n, N, p_drop, BN), dp / (1.0 - p_drop), 0.0)
+            dp = tl.where(_keep(seed, bh * N + offs_m, start_n, N, p_drop, BN), dp / (1.0 - p_drop), 0.0)
         ds = p * (dp - delta[:, None])
         dq += tl.dot(ds.to(k.dtype), k)
     tl.store(DQ + b * sdqb + h * sdqh + offs_m[:, None] * sdqn + offs_d[None, :],
