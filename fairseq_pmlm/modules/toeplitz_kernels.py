@@ -34,6 +34,18 @@ def _bias_tile(T, offs_q, offs_k, N, valid):
 
 
 @triton.jit
+def _query_block(Q, sqb, sqh, sqn, H, N, D: tl.constexpr, BM: tl.constexpr):
+    """This program's (batch x head) index, its query rows, which of them are < N, and their q."""
+    pid_m, bh = tl.program_id(0), tl.program_id(1)
+    b, h = bh // H, bh % H
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    m_ok = offs_m < N
+    q = tl.load(Q + b * sqb + h * sqh + offs_m[:, None] * sqn + tl.arange(0, D)[None, :], mask=m_ok[:, None],
+                other=0.0)
+    return bh, b, h, offs_m, m_ok, q
+
+
+@triton.jit
 def _key_tile(q, Kb, Vb, Tb, skn, svn, offs_m, m_ok, start_n, N, qk_scale, D: tl.constexpr, BN: tl.constexpr):
     """Keys and values start_n .. start_n+BN-1 (zeros past N) and the base-2 scores of the queries
     ``q`` (rows ``offs_m``) against them, the bias included; ``valid``: the pairs inside [N, N]."""
@@ -67,12 +79,8 @@ def _keep(seed, rows, start_k, N, p_drop, BK: tl.constexpr):
 def toeplitz_attention_fwd(Q, K, V, T, Out, L, seed, sm_scale, p_drop,
                sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son, sth, H, N,
                D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, DROPOUT: tl.constexpr):
-    pid_m, bh = tl.program_id(0), tl.program_id(1)
-    b, h = bh // H, bh % H
-    offs_m = pid_m * BM + tl.arange(0, BM)
+    bh, b, h, offs_m, m_ok, q = _query_block(Q, sqb, sqh, sqn, H, N, D, BM)
     offs_d = tl.arange(0, D)
-    m_ok = offs_m < N
-    q = tl.load(Q + b * sqb + h * sqh + offs_m[:, None] * sqn + offs_d[None, :], mask=m_ok[:, None], other=0.0)
     Kb, Vb, Tb = K + b * skb + h * skh, V + b * svb + h * svh, T + h * sth
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
@@ -159,12 +167,8 @@ def toeplitz_attention_bwd_dq(Q, K, V, T, DO, L, DELTA, DQ, seed, sm_scale, p_dr
                   sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sdb, sdh, sdn, sdqb, sdqh, sdqn, sth, H, N,
                   D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, DROPOUT: tl.constexpr):
     """dQ of one query block, looping over the key blocks."""
-    pid_m, bh = tl.program_id(0), tl.program_id(1)
-    b, h = bh // H, bh % H
-    offs_m = pid_m * BM + tl.arange(0, BM)
+    bh, b, h, offs_m, m_ok, q = _query_block(Q, sqb, sqh, sqn, H, N, D, BM)
     offs_d = tl.arange(0, D)
-    m_ok = offs_m < N
-    q = tl.load(Q + b * sqb + h * sqh + offs_m[:, None] * sqn + offs_d[None, :], mask=m_ok[:, None], other=0.0)
     do = tl.load(DO + b * sdb + h * sdh + offs_m[:, None] * sdn + offs_d[None, :], mask=m_ok[:, None], other=0.0)
     lse = tl.load(L + bh * N + offs_m, mask=m_ok, other=0.0)
     delta = tl.load(DELTA + bh * N + offs_m, mask=m_ok, other=0.0)
