@@ -265,9 +265,7 @@ def profile_update(s, args, device, ran):
     shared = layout.shared
     dtype = next(transformer.parameters()).dtype
     # the Triton path: the context block's bias is its distance table (the rest is inside the kernel)
-    toeplitz = (transformer.attention_impl == "triton" and shared and layout.contiguous
-                and transformer.rel_pos_bias is not None and not transformer.compile_layers
-                and toeplitz_attention.available(ni["kinds"].device))
+    toeplitz = transformer.uses_toeplitz(layout, ni["kinds"].device, transformer.compile_layers)
 
     def bias_pass():
         plan = transformer.attention_plan(q, q, dtype, P, shared, toeplitz)

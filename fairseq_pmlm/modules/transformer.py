@@ -263,6 +263,13 @@ class UniLMv2Transformer(nn.Module):
             return False
         return x.is_cuda or not torch.is_grad_enabled()
 
+    def uses_toeplitz(self, layout, device, compiled=False):
+        """Whether the shared context block goes to the Triton kernel: asked for ("triton"), a context
+        ``layout`` (``check_prefix_len``) shared and with contiguous positions, a relative bias, the
+        layers not compiled, and the kernel available on ``device``."""
+        return (self.attention_impl == "triton" and layout is not None and layout.shared and layout.contiguous
+                and not compiled and self.rel_pos_bias is not None and toeplitz_attention.available(device))
+
     def flex_plan(self, q: TokenDescription, dtype, prefix_len=None, shared_context=False):
         """The flex path's plan: one block mask and score_mod for the whole sequence, and the
         SDPA plan built only if flex fails."""
@@ -343,8 +350,7 @@ class UniLMv2Transformer(nn.Module):
         if flex:
             plan = self.flex_plan(q, dtype, prefix_len, shared_context)
         else:
-            toeplitz = (self.attention_impl == "triton" and shared_context and layout.contiguous and not compiled
-                        and self.rel_pos_bias is not None and toeplitz_attention.available(x.device))
+            toeplitz = self.uses_toeplitz(layout, x.device, compiled)
             plan = self.attention_plan(q, k, dtype, prefix_len, shared_context, toeplitz)
         assert past is None or len(plan) == 1, "with cached keys every query attends over all keys: one block"
         kvs = []
