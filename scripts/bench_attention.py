@@ -16,7 +16,7 @@ relative bias) built once as the model builds it. Variants say where the time go
   context block alone: one call at the batch's context shape, [B, H, P, P], forward + backward:
                   SDPA with the shared bias (needs a gradient), the Triton kernel, flash without bias
 
-    python scripts/bench_attention.py [--smoke] [--steps 10]
+    python scripts/bench_attention.py [--smoke] [--steps 10] [--only TEXT ...]
 
 Prints one markdown table (device, commit). ``--smoke``: tiny sizes on the CPU, SDPA rows (the CPU's
 flex has no backward), and the Triton kernel's rows where Triton's interpreter is on
@@ -53,6 +53,8 @@ def main(argv=None):
     p.add_argument("--smoke", action="store_true",
                    help="tiny sizes on the CPU: SDPA rows, and the Triton kernel's under TRITON_INTERPRET=1")
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--only", metavar="TEXT", action="append", default=None,
+                   help="only the rows whose label contains TEXT (repeatable; e.g. --only triton --only 'context')")
     a = p.parse_args(argv)
     s = SIZES["smoke" if a.smoke else "base"]
     device, name, _ = device_info(None)
@@ -149,6 +151,8 @@ def main(argv=None):
                  ("flex, table detached (no bias gradient)", run(flex(detach=True)), None, 0.0),
                  ("flex, no score_mod (mask only)", run(flex(score_mod=False)), None, 0.0)]
         rows += [(f"flex, {label}", run(flex()), options, 0.0) for label, options in OTHER_OPTIONS.items()]
+    if a.only:
+        rows = [r for r in rows if any(text in r[0] for text in a.only)]
     out = []
     for label, timed, options, dropout in rows:
         for attn in attns:
