@@ -35,11 +35,11 @@ from fairseq_pmlm.runtime.interrupts import one_line_exit  # noqa: E402
 # (B, H, N, D), the lengths of the errors table, the tiles tried per pass (BM x BN, warps, stages)
 SHAPES = {
     "base": dict(B=32, H=12, N=512, D=64, lengths=(512, 500), tries={
-        "fwd": [Launch(128, 64, 4, 3), Launch(128, 128, 8, 2), Launch(64, 64, 4, 2), Launch(128, 64, 8, 3),
-                Launch(64, 128, 4, 2)],
-        "dkdv": [Launch(64, 128, 8, 2), Launch(64, 64, 4, 2), Launch(32, 64, 4, 2), Launch(32, 128, 8, 3),
-                 Launch(16, 128, 8, 2)],
-        "dq": [Launch(128, 64, 8, 2), Launch(64, 64, 4, 2), Launch(64, 32, 4, 2), Launch(128, 32, 8, 3)]}),
+        "fwd": [Launch(128, 128, 8, 2), Launch(64, 64, 4, 2), Launch(128, 64, 4, 3), Launch(64, 128, 4, 2)],
+        "dkdv": [Launch(32, 128, 8, 2), Launch(64, 128, 8, 2), Launch(32, 64, 4, 2), Launch(64, 64, 4, 3),
+                 Launch(64, 64, 8, 2)],
+        "dq": [Launch(128, 32, 8, 2), Launch(64, 64, 4, 2), Launch(128, 64, 8, 2), Launch(64, 32, 4, 3),
+               Launch(32, 64, 4, 2)]}),
     "smoke": dict(B=1, H=2, N=70, D=16, lengths=(70,), tries={
         "fwd": [Launch(32, 32)], "dkdv": [], "dq": [Launch(32, 16)]}),
 }

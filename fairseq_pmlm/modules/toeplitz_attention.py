@@ -95,10 +95,12 @@ class Tiles(NamedTuple):
     dq: Launch
 
 
-# Triton's fused-attention tutorial's shapes: each pass keeps its accumulators ([BM or BN, D]) in
-# registers and streams the other axis. Compiled for sm_90 (fp16/bf16, head size 64, with and without
-# dropout; Triton 3.9) none spills registers: ptxas reports no stack frame
-CUDA_TILES = Tiles(fwd=Launch(128, 64), dkdv=Launch(32, 128), dq=Launch(128, 32))
+# each pass keeps its accumulators ([BM or BN, D]) in registers and streams the other axis. Chosen
+# on an H200 by scripts/bench_toeplitz.py (one pass's tiles changed at a time, fp16, dropout 0.1,
+# 32 x 12 x 512 x 64): fwd 128x64 by 8 warps; dK/dV 64x64 and dQ 64x32 by 4 warps were each ~0.2 ms
+# faster a call than 32x128 and 128x32 by 8, though the dK/dV pass with dropout spills (ptxas: an
+# 80-byte stack frame at head size 64)
+CUDA_TILES = Tiles(fwd=Launch(128, 64), dkdv=Launch(64, 64, 4), dq=Launch(64, 32, 4))
 # the interpreter runs each program in Python, each tile op in numpy: few, large tiles are fastest
 # (the kernel's tests choose small ones, to see several on each axis)
 INTERPRETER_TILES = Tiles(fwd=Launch(64, 64), dkdv=Launch(64, 64), dq=Launch(64, 64))
@@ -116,12 +118,13 @@ class _Attention(torch.autograd.Function):
         B, H, N, D = q.shape
         o = q.new_empty(B, N, H, D).transpose(1, 2)  # the layout the output projection reads without a copy
         lse = torch.empty(B * H, N, dtype=torch.float32, device=q.device)
+        bias = expand(table, N, q.dtype)
         scale = 1.0 / math.sqrt(D)
         kern.toeplitz_attention_fwd[(cdiv(N, t.fwd.BM), B * H)](
-            q, k, v, table, o, lse, seed, scale, dropout_p, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
-            *o.stride()[:3], table.stride(0), H, N, D=D, BM=t.fwd.BM, BN=t.fwd.BN, DROPOUT=dropout_p > 0,
+            q, k, v, bias, o, lse, seed, scale, dropout_p, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+            *o.stride()[:3], *bias.stride()[:2], H, N, D=D, BM=t.fwd.BM, BN=t.fwd.BN, DROPOUT=dropout_p > 0,
             num_warps=t.fwd.warps, num_stages=t.fwd.stages)
-        ctx.save_for_backward(q, k, v, table, o, lse)
+        ctx.save_for_backward(q, k, v, bias, o, lse)
         ctx.args = dropout_p, seed, t
         return o
 
@@ -130,7 +133,7 @@ class _Attention(torch.autograd.Function):
     def backward(ctx, do):
         from . import toeplitz_kernels as kern
 
-        q, k, v, table, o, lse = ctx.saved_tensors
+        q, k, v, bias, o, lse = ctx.saved_tensors
         dropout_p, seed, t = ctx.args
         B, H, N, D = q.shape
         do = do.to(q.dtype)
@@ -138,19 +141,20 @@ class _Attention(torch.autograd.Function):
             do = do.contiguous()
         delta = (o.float() * do.float()).sum(-1).contiguous()  # [B, H, N]: rowsum(dO * O)
         dq, dk, dv = (q.new_empty(B, N, H, D).transpose(1, 2) for _ in range(3))
-        dtable = torch.zeros(table.shape, dtype=torch.float32, device=table.device)
+        # one copy of the table's gradient per batch row (summed below): fewer atomics on one address
+        dtable = torch.zeros(B, H, 2 * N - 1, dtype=torch.float32, device=q.device)
         scale = 1.0 / math.sqrt(D)
         common = (seed, scale, dropout_p, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3])
         BM, BN = t.dkdv.BM, t.dkdv.BN
         coarse = max(16, 1 << (BM // 8 + BN // 8 - 2).bit_length())  # >= BM/8 + BN/8 - 1, a power of two, tl.dot's 16
         kern.toeplitz_attention_bwd_dkdv[(cdiv(N, BN), B * H)](
-            q, k, v, table, do, lse, delta, dk, dv, dtable, *common, *dk.stride()[:3], *dv.stride()[:3],
-            table.stride(0), H, N, D=D, BM=BM, BN=BN, WA=coarse, DROPOUT=dropout_p > 0,
+            q, k, v, bias, do, lse, delta, dk, dv, dtable, *common, *dk.stride()[:3], *dv.stride()[:3],
+            *bias.stride()[:2], *dtable.stride()[:2], H, N, D=D, BM=BM, BN=BN, WA=coarse, DROPOUT=dropout_p > 0,
             num_warps=t.dkdv.warps, num_stages=t.dkdv.stages)
         kern.toeplitz_attention_bwd_dq[(cdiv(N, t.dq.BM), B * H)](
-            q, k, v, table, do, lse, delta, dq, *common, *dq.stride()[:3], table.stride(0), H, N,
+            q, k, v, bias, do, lse, delta, dq, *common, *dq.stride()[:3], *bias.stride()[:2], H, N,
             D=D, BM=t.dq.BM, BN=t.dq.BN, DROPOUT=dropout_p > 0, num_warps=t.dq.warps, num_stages=t.dq.stages)
-        return dq, dk, dv, dtable.to(table.dtype), None, None, None
+        return dq, dk, dv, dtable.sum(0), None, None, None
 
 
 def cdiv(a, b):
@@ -174,6 +178,15 @@ def dense_bias(table, N):
     """The [H, N, N] bias the kernel reads from ``table``: what the checks compare it with."""
     distance = torch.arange(N, device=table.device)[None, :] - torch.arange(N, device=table.device)[:, None]
     return table[:, distance + N - 1]
+
+
+def expand(table, N, dtype):
+    """``dense_bias`` as the kernel reads it: in ``dtype`` (the inputs', as SDPA's bias), each row
+    padded to a multiple of 16 entries so that every row starts 32-byte aligned. Worked example:
+    N = 500 gives a [H, 500, 512] tensor viewed as [H, 500, 500]."""
+    padded = cdiv(N, 16) * 16
+    distance = torch.arange(padded, device=table.device)[None, :] - torch.arange(N, device=table.device)[:, None]
+    return table.to(dtype)[:, (distance + N - 1).clamp(max=2 * N - 2)][:, :, :N]
 
 
 def _probe(device, dtype, D, dropout):
