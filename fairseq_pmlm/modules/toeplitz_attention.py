@@ -22,6 +22,7 @@ on a small case, and before the first of each input layout its backward is compi
 process with one log line and the run goes on with SDPA. On the CPU it runs only under Triton's
 interpreter (``TRITON_INTERPRET=1``): what the tests check its numerics with.
 """
+import functools
 import logging
 import math
 import os
@@ -184,9 +185,16 @@ def expand(table, N, dtype):
     """``dense_bias`` as the kernel reads it: in ``dtype`` (the inputs', as SDPA's bias), each row
     padded to a multiple of 16 entries so that every row starts 32-byte aligned. Worked example:
     N = 500 gives a [H, 500, 512] tensor viewed as [H, 500, 500]."""
+    return table.to(dtype)[:, _expand_index(N, table.device)][:, :, :N]
+
+
+@functools.lru_cache(maxsize=16)
+def _expand_index(N, device):
+    """[N, N padded to 16] table columns of ``expand`` (past N: clamped, never read): made once per
+    (N, device), not in every layer's call (its four small kernels are host time on a GPU)."""
     padded = cdiv(N, 16) * 16
-    distance = torch.arange(padded, device=table.device)[None, :] - torch.arange(N, device=table.device)[:, None]
-    return table.to(dtype)[:, (distance + N - 1).clamp(max=2 * N - 2)][:, :, :N]
+    distance = torch.arange(padded, device=device)[None, :] - torch.arange(N, device=device)[:, None]
+    return (distance + N - 1).clamp(max=2 * N - 2)
 
 
 def _probe(device, dtype, D, dropout):
