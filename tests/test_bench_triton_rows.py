@@ -56,3 +56,32 @@ def test_rounds_with_the_triton_and_the_compiled_rows_print_every_row_with_its_r
     (ref,) = [i for i, row in enumerate(rows) if row[7].startswith("reference for the compiled rows")]
     assert re.match(r"\d+\.\d+x eager's sequences/s$", rows[ref + 1][7]), rows
     assert proc.stderr.count(", round 2 of 2: ") == 7
+
+
+def test_bench_attention_only_keeps_the_rows_whose_label_holds_one_of_the_texts(capsys, monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(REPO, "scripts"))
+    import bench_attention
+
+    bench_attention.main(["--smoke", "--steps", "1", "--only", "sdpa, no bias", "--only", "forward only"])
+    out = capsys.readouterr().out
+    names = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")][1:]
+    assert names == ["sdpa, no bias (mask only)", "sdpa, forward only (no gradient: validation, scoring)",
+                     "triton, forward only"], out
+
+
+def test_bench_toeplitz_smoke_prints_errors_beside_sdpas_the_call_times_and_the_tiles_table():
+    """``scripts/bench_toeplitz.py --smoke`` (Triton's interpreter): the kernel's errors against fp32
+    are of SDPA's order (fp16 rounding, well under 1e-2), every timed cell a number, and the tiles
+    table ends with the fastest of each pass together."""
+    proc = subprocess.run([sys.executable, "scripts/bench_toeplitz.py", "--smoke", "--steps", "1"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": REPO, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in proc.stdout.splitlines()
+            if line.startswith("| ") and not line.startswith("| dtype") and not line.startswith("| pass")]
+    errors, times, tiles = rows[:2], rows[2:4], rows[4:]
+    assert [r[2] for r in errors] == ["Triton kernel", "SDPA, dense bias"], rows
+    assert all(0 < float(x) < 1e-2 for r in errors for x in r[3:]), errors
+    assert [r[1] for r in times] == ["0.0", "0.1"] and all(number(x) > 0 for r in times for x in r[2:5]), times
+    assert [r[0] for r in tiles] == ["fwd", "fwd", "dkdv", "dq", "dq", "all three fastest"], tiles
+    assert all(number(r[2]) > 0 for r in tiles), tiles

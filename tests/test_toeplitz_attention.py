@@ -123,6 +123,27 @@ def test_dropout_is_one_draw_in_the_forward_and_both_backward_passes(N, t):
         assert float((a.double() - b).abs().max() / b.abs().max()) < 1e-5, name
 
 
+def test_the_expanded_bias_is_the_dense_bias_with_each_row_starting_16_aligned():
+    """N = 500: a [H, 500, 512] buffer viewed as [H, 500, 500], so that the kernel's 16-byte loads of
+    a row start aligned; its entries are the dense bias's, in the asked dtype."""
+    table = torch.randn(3, 999)
+    got = ta.expand(table, 500, torch.float16)
+    assert got.shape == (3, 500, 500) and got.stride() == (500 * 512, 512, 1) and got.dtype == torch.float16
+    assert torch.equal(got, ta.dense_bias(table, 500).half())
+    assert ta.expand(table[:, :15], 8, torch.float32).stride() == (8 * 16, 16, 1)
+
+
+def test_a_half_precision_table_gets_a_half_precision_gradient_equal_to_the_fp32_tables():
+    """Under --fp16 the model's distance table is fp16: its gradient comes back in fp16 (autograd
+    refuses another dtype), summed in fp32 first."""
+    q, k, v = qkv(1, 2, 40, 16, torch.float16)
+    table = torch.randn(2, 79, generator=torch.Generator().manual_seed(3))
+    _, half = gradients(lambda *a: ta.toeplitz_attention(*a, t=tiles((16, 16))), (q, k, v, table.half()))
+    _, full = gradients(lambda *a: ta.toeplitz_attention(*a, t=tiles((16, 16))), (q, k, v, table.half().float()))
+    assert half[3].dtype == torch.float16
+    assert float((half[3].float() - full[3]).abs().max() / full[3].abs().max()) < 2e-3
+
+
 def test_a_table_of_the_wrong_width_is_refused_with_the_shapes():
     q, k, v = qkv(1, 2, 8, 16, torch.float32)
     with pytest.raises(ValueError, match=r"table \[H, 2N-1\].*table \(2, 16\)"):

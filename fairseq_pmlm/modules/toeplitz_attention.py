@@ -126,7 +126,7 @@ class _Attention(torch.autograd.Function):
             *o.stride()[:3], *bias.stride()[:2], H, N, D=D, BM=t.fwd.BM, BN=t.fwd.BN, DROPOUT=dropout_p > 0,
             num_warps=t.fwd.warps, num_stages=t.fwd.stages)
         ctx.save_for_backward(q, k, v, bias, o, lse)
-        ctx.args = dropout_p, seed, t
+        ctx.args, ctx.table_dtype = (dropout_p, seed, t), table.dtype
         return o
 
     @staticmethod
@@ -140,22 +140,22 @@ class _Attention(torch.autograd.Function):
         do = do.to(q.dtype)
         if do.stride(-1) != 1:
             do = do.contiguous()
-        delta = (o.float() * do.float()).sum(-1).contiguous()  # [B, H, N]: rowsum(dO * O)
-        dq, dk, dv = (q.new_empty(B, N, H, D).transpose(1, 2) for _ in range(3))
+        dq, dk, dv = (torch.empty_like(o) for _ in range(3))  # o's layout: one set of strides (``so*``)
+        delta = torch.empty_like(lse)  # rowsum(dO * O), written by the dQ pass for the dK/dV pass
         # one copy of the table's gradient per batch row (summed below): fewer atomics on one address
         dtable = torch.zeros(B, H, 2 * N - 1, dtype=torch.float32, device=q.device)
         scale = 1.0 / math.sqrt(D)
-        common = (seed, scale, dropout_p, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3])
+        common = (seed, scale, dropout_p, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],
+                  *o.stride()[:3], *bias.stride()[:2])
+        kern.toeplitz_attention_bwd_dq[(cdiv(N, t.dq.BM), B * H)](
+            q, k, v, bias, do, o, lse, delta, dq, *common, H, N,
+            D=D, BM=t.dq.BM, BN=t.dq.BN, DROPOUT=dropout_p > 0, num_warps=t.dq.warps, num_stages=t.dq.stages)
         BM, BN = t.dkdv.BM, t.dkdv.BN
         coarse = max(16, 1 << (BM // 8 + BN // 8 - 2).bit_length())  # >= BM/8 + BN/8 - 1, a power of two, tl.dot's 16
         kern.toeplitz_attention_bwd_dkdv[(cdiv(N, BN), B * H)](
-            q, k, v, bias, do, lse, delta, dk, dv, dtable, *common, *dk.stride()[:3], *dv.stride()[:3],
-            *bias.stride()[:2], *dtable.stride()[:2], H, N, D=D, BM=BM, BN=BN, WA=coarse, DROPOUT=dropout_p > 0,
-            num_warps=t.dkdv.warps, num_stages=t.dkdv.stages)
-        kern.toeplitz_attention_bwd_dq[(cdiv(N, t.dq.BM), B * H)](
-            q, k, v, bias, do, lse, delta, dq, *common, *dq.stride()[:3], *bias.stride()[:2], H, N,
-            D=D, BM=t.dq.BM, BN=t.dq.BN, DROPOUT=dropout_p > 0, num_warps=t.dq.warps, num_stages=t.dq.stages)
-        return dq, dk, dv, dtable.sum(0), None, None, None
+            q, k, v, bias, do, lse, delta, dk, dv, dtable, *common, *dtable.stride()[:2], H, N,
+            D=D, BM=BM, BN=BN, WA=coarse, DROPOUT=dropout_p > 0, num_warps=t.dkdv.warps, num_stages=t.dkdv.stages)
+        return dq, dk, dv, dtable.sum(0).to(ctx.table_dtype), None, None, None
 
 
 def cdiv(a, b):
@@ -172,7 +172,7 @@ def toeplitz_attention(q, k, v, table, dropout_p=0.0, t: Tiles = None):
                          f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}, table {tuple(table.shape)}")
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if dropout_p > 0 else 0
-    return _Attention.apply(q, k, v, table.float().contiguous(), float(dropout_p), seed, t or tiles(q.device))
+    return _Attention.apply(q, k, v, table, float(dropout_p), seed, t or tiles(q.device))
 
 
 def dense_bias(table, N):

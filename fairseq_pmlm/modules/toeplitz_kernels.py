@@ -111,11 +111,11 @@ def toeplitz_attention_fwd(Q, K, V, BIAS, Out, L, seed, sm_scale, p_drop,
 
 @triton.jit(do_not_specialize=["seed"])  # a new seed each call: one kernel version for all
 def toeplitz_attention_bwd_dkdv(Q, K, V, BIAS, DO, L, DELTA, DK, DV, DT, seed, sm_scale, p_drop,
-                    sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sdb, sdh, sdn,
-                    sdkb, sdkh, sdkn, sdvb, sdvh, sdvn, sbh, sbn, stb, sth, H, N,
+                    sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sdb, sdh, sdn, sob, soh, son, sbh, sbn, stb, sth, H, N,
                     D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, WA: tl.constexpr, DROPOUT: tl.constexpr):
-    """dK, dV of one key block, looping over the query blocks; the table's gradient on the way:
-    each dS tile's diagonal sums by two one-hot products (module docstring), 15 x WA atomic adds."""
+    """dK, dV (laid out as the output: strides ``so*``) of one key block, looping over the query
+    blocks (after the dQ pass, which wrote DELTA); the table's gradient on the way: each dS tile's
+    diagonal sums by two one-hot products (module docstring), 15 x WA atomic adds."""
     pid_n, bh = tl.program_id(0), tl.program_id(1)
     b, h = bh // H, bh % H
     offs_n = pid_n * BN + tl.arange(0, BN)
@@ -162,22 +162,26 @@ def toeplitz_attention_bwd_dkdv(Q, K, V, BIAS, DO, L, DELTA, DK, DV, DT, seed, s
         idx = pid_n * BN - start_m + diagonal + N - 1
         in_tile = (fine < 15) & (coarse < (BN + BM) // 8 - 1)
         tl.atomic_add(DTb + idx, sums, mask=in_tile & (idx >= 0) & (idx < 2 * N - 1))
-    tl.store(DK + b * sdkb + h * sdkh + offs_n[:, None] * sdkn + offs_d[None, :],
-             (dk * sm_scale).to(DK.dtype.element_ty), mask=n_ok[:, None])
-    tl.store(DV + b * sdvb + h * sdvh + offs_n[:, None] * sdvn + offs_d[None, :], dv.to(DV.dtype.element_ty),
-             mask=n_ok[:, None])
+    out = b * sob + h * soh + offs_n[:, None] * son + offs_d[None, :]
+    tl.store(DK + out, (dk * sm_scale).to(DK.dtype.element_ty), mask=n_ok[:, None])
+    tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=n_ok[:, None])
 
 
 @triton.jit(do_not_specialize=["seed"])  # a new seed each call: one kernel version for all
-def toeplitz_attention_bwd_dq(Q, K, V, BIAS, DO, L, DELTA, DQ, seed, sm_scale, p_drop,
-                  sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sdb, sdh, sdn, sdqb, sdqh, sdqn, sbh, sbn, H, N,
+def toeplitz_attention_bwd_dq(Q, K, V, BIAS, DO, Out, L, DELTA, DQ, seed, sm_scale, p_drop,
+                  sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sdb, sdh, sdn, sob, soh, son, sbh, sbn, H, N,
                   D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, DROPOUT: tl.constexpr):
-    """dQ of one query block, looping over the key blocks."""
+    """dQ (laid out as the output: strides ``so*``) of one query block, looping over the key
+    blocks; first its rows' delta = rowsum(dO * O), which it writes for the dK/dV pass (launched
+    after it): no separate pass over O and dO."""
     bh, b, h, offs_m, m_ok, q = _query_block(Q, sqb, sqh, sqn, H, N, D, BM)
     offs_d = tl.arange(0, D)
     do = tl.load(DO + b * sdb + h * sdh + offs_m[:, None] * sdn + offs_d[None, :], mask=m_ok[:, None], other=0.0)
+    out = b * sob + h * soh + offs_m[:, None] * son + offs_d[None, :]
+    o = tl.load(Out + out, mask=m_ok[:, None], other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(DELTA + bh * N + offs_m, delta, mask=m_ok)
     lse = tl.load(L + bh * N + offs_m, mask=m_ok, other=0.0)
-    delta = tl.load(DELTA + bh * N + offs_m, mask=m_ok, other=0.0)
     Kb, Vb, Bh = K + b * skb + h * skh, V + b * svb + h * svh, BIAS + h * sbh
     dq = tl.zeros([BM, D], tl.float32)
     qk_scale = sm_scale * 1.4426950408889634
@@ -189,5 +193,4 @@ def toeplitz_attention_bwd_dq(Q, K, V, BIAS, DO, L, DELTA, DQ, seed, sm_scale, p
             dp = tl.where(_keep(seed, bh * N + offs_m, start_n, N, p_drop, BN), dp / (1.0 - p_drop), 0.0)
         ds = p * (dp - delta[:, None])
         dq += tl.dot(ds.to(k.dtype), k)
-    tl.store(DQ + b * sdqb + h * sdqh + offs_m[:, None] * sdqn + offs_d[None, :],
-             (dq * sm_scale).to(DQ.dtype.element_ty), mask=m_ok[:, None])
+    tl.store(DQ + out, (dq * sm_scale).to(DQ.dtype.element_ty), mask=m_ok[:, None])
