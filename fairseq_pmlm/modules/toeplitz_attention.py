@@ -7,10 +7,13 @@ index minus query index: bias[h, i, j] = table[h, j - i + N - 1], a Toeplitz mat
 PyTorch's fused kernels take such a bias only materialised, and only the memory-efficient one
 returns its gradient, by writing dS (a [B, H, N, N] tensor) and reducing it over the batch: on an
 H100 that call took 1.97 ms (32 x 12 x 512 x 512, fp16, forward and backward) against flash's
-0.72 ms without bias. Here a flash-style kernel reads the bias from the [H, 2N-1] table and sums
-each dS tile's diagonals into the table's gradient (``toeplitz_kernels.py``): no [B, H, N, N]
-tensor is written in either direction. Attention dropout is drawn in the kernel (Philox, from a
-seed per call), the same draw in the forward and both backward passes.
+0.72 ms without bias. Here a flash-style kernel reads the bias expanded from the [H, 2N-1] table
+once a call (``expand``: [H, N, N], shared by the batch) and sums each dS tile's diagonals into the
+table's gradient (``toeplitz_kernels.py``): no [B, H, N, N] tensor is written in either direction.
+Attention dropout is drawn in the kernel (Philox, from a seed per call), the same draw in the
+forward and both backward passes. On an H200 its kernels take 0.75x SDPA's device time a call, but
+a call costs the host ~1 ms, and the update is not reliably faster: "auto" does not take it
+(docs/BENCHMARKS.md).
 
 Only the context block goes here (in AE+PAR pre-training 12 of the 24 attention calls of an
 update, in AE alone all of them); the appended block, with its per-row mask, stays on SDPA.
