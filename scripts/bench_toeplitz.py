@@ -10,15 +10,24 @@ pre-training shape (32 rows x 12 heads x 512 context tokens, head size 64):
            that needs a gradient, the kernel, flash attention without bias (the floor)
   tiles    the kernel with other tiles, one pass changed at a time (fwd, dK/dV, dQ), then the
            fastest of each together: what to set CUDA_TILES to on another GPU
+  host     (--host) the host's time of one call (the device synchronised before, not after), at a
+           shape too small to keep the device busy and at the full one, and where it goes: the
+           functions of most own time in a cProfile of calls at the small shape. On an H200 a call
+           cost the host ~1 ms, its kernels' device time 1.4 ms: the path is bound by the host
 
-    python scripts/bench_toeplitz.py [--smoke] [--steps 20] [--no-tiles]
+    python scripts/bench_toeplitz.py [--smoke] [--steps 20] [--no-tiles] [--host]
 
 Prints markdown tables (device, commit). ``--smoke``: a tiny shape in Triton's interpreter on the
 CPU (``TRITON_INTERPRET=1``, set here when there is no GPU), fp16 only, two tile variants."""
 import argparse
+import cProfile
+import io
 import math
 import os
+import pstats
+import statistics
 import sys
+import time
 
 if __name__ == "__main__" and "--smoke" in sys.argv and not os.path.exists("/dev/nvidiactl"):
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton is first imported
@@ -100,11 +109,46 @@ def timed_call(s, dtype, device, how, dropout, t=None):
     return call
 
 
+def host(s, dev, steps):
+    """The host's time of one call, fp16, dropout 0.1: at 1 x 2 heads x 128 (the device idle) and at
+    the full shape; then the top of a cProfile of ``steps`` calls at the small one."""
+    small = dict(s, B=1, H=2, N=min(128, s["N"]))
+    print(f"\nThe host's time of one call, forward + backward, fp16, dropout 0.1, ms (median of {steps}; "
+          "wall: until the device is done):\n")
+    print("| shape | host | wall |\n|---|---:|---:|")
+    for shape in [small] + ([s] if s != small else []):
+        call = timed_call(shape, torch.float16, dev, "kernel", 0.1)
+        call()
+        took, wall = [], []
+        for _ in range(steps):
+            bench_pretrain.synchronize()
+            start = time.perf_counter()
+            call()
+            took.append(time.perf_counter() - start)
+            bench_pretrain.synchronize()
+            wall.append(time.perf_counter() - start)
+        print(f"| {shape['B']} x {shape['H']} x {shape['N']} x {shape['D']} | {1000 * statistics.median(took):.3f} | "
+              f"{1000 * statistics.median(wall):.3f} |", flush=True)
+    call = timed_call(small, torch.float16, dev, "kernel", 0.1)
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(steps):
+        call()
+    bench_pretrain.synchronize()
+    profile.disable()
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(15)
+    print(f"\ncProfile of {steps} calls at the small shape, by own time:\n\n```")
+    print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[-3000:])
+    print("```")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--smoke", action="store_true", help="a tiny shape in Triton's interpreter on the CPU")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--no-tiles", action="store_true", help="skip the tiles table")
+    p.add_argument("--host", action="store_true", help="also the host's time of a call, and its profile")
     a = p.parse_args(argv)
     s = SHAPES["smoke" if a.smoke else "base"]
     device, name, _ = device_info(None)
@@ -142,6 +186,8 @@ def main(argv=None):
             sd, kern, flash = (ms(how, dtype, dropout) for how in ("sdpa", "kernel", "flash"))
             ratio = f"{sd / kern:.2f}x" if sd and kern else "-"
             print(f"| {str(dtype)[6:]} | {dropout} | {cell(sd)} | {cell(kern)} | {cell(flash)} | {ratio} |", flush=True)
+    if a.host:
+        host(s, dev, a.steps)
     if a.no_tiles:
         return
 
