@@ -21,6 +21,7 @@ from fairseq_pmlm import objectives
 from fairseq_pmlm.arch import TransformerShape
 from fairseq_pmlm.data.blockwise_masking import MaskingConfig, build_example
 from fairseq_pmlm.data.pmlm_dataset import PseudoMaskedLMDataset
+from fairseq_pmlm.modules.attention_rule import PAD
 from fairseq_pmlm.modules.transformer import UniLMv2Transformer
 from fairseq_pmlm.symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 
@@ -113,6 +114,28 @@ def tiny_transformer(vocab, rel_pos_buckets=32, impl="sdpa", seed=0):
                              encoder_attention_heads=4, rel_pos_buckets=rel_pos_buckets or 32,
                              no_rel_pos=rel_pos_buckets is None)
     return UniLMv2Transformer(shape, vocab, impl).eval()
+
+
+def without_dropout(model):
+    """``model`` in training mode with every dropout off, attention's included: two models on
+    different paths then see the same numbers."""
+    model.train()
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Dropout):
+            mod.p = 0.0
+    for layer in model.layers:
+        layer.attn.dropout = 0.0
+    return model
+
+
+def forward_backward(model, ni):
+    """The hidden states of a pre-training batch ``ni`` (its prefix_len), and a backward of them
+    against fixed random weights on the real tokens (the gradients land in the parameters)."""
+    args = (ni["src_tokens"], ni["positions"], ni["segments"], ni["kinds"], ni["steps"])
+    out = model(*args, prefix_len=ni["prefix_len"])
+    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(0))
+    (out * (ni["kinds"] != PAD).unsqueeze(-1) * w).sum().backward()
+    return out.detach()
 
 
 def hidden(model, net_input, prefix_len="batch"):

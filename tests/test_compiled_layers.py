@@ -12,7 +12,7 @@ import torch
 from fairseq_pmlm.modules import compiled_layers
 from fairseq_pmlm.modules.attention_rule import PAD
 
-from helpers import collate, example, random_context, tiny_transformer
+from helpers import collate, example, forward_backward, random_context, tiny_transformer, without_dropout
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -45,22 +45,7 @@ def twins(d, compiled=True):
     models = [tiny_transformer(len(d), 32, "sdpa", seed=5) for _ in range(2)]
     models[1].load_state_dict(models[0].state_dict())
     models[1].compile_layers = compiled
-    for m in models:
-        m.train()
-        for mod in m.modules():
-            if isinstance(mod, torch.nn.Dropout):
-                mod.p = 0.0
-        for layer in m.layers:
-            layer.attn.dropout = 0.0
-    return models
-
-
-def forward_backward(model, ni):
-    args = (ni["src_tokens"], ni["positions"], ni["segments"], ni["kinds"], ni["steps"])
-    out = model(*args, prefix_len=ni["prefix_len"])
-    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(0))
-    (out * (ni["kinds"] != PAD).unsqueeze(-1) * w).sum().backward()
-    return out.detach()
+    return [without_dropout(m) for m in models]
 
 
 def test_compiled_layers_give_the_eager_layers_hidden_states_and_gradients(dictionary, traced_on_cpu, monkeypatch):

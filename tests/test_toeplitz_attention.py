@@ -13,7 +13,10 @@ from test_model import alike_contexts_batch
 from fairseq_pmlm.arch import TransformerShape
 from fairseq_pmlm.modules import toeplitz_attention as ta
 from fairseq_pmlm.modules.attention_rule import PAD, TokenDescription
+from fairseq_pmlm.modules.toeplitz_attention import expand
 from fairseq_pmlm.modules.transformer import UniLMv2Transformer
+
+from helpers import forward_backward, without_dropout
 
 pytest.importorskip("triton", reason="Triton is in the suite's requirements (optional: the suite)")
 
@@ -158,34 +161,33 @@ def model_pair(dictionary):
     models = []
     for impl in ("triton", "sdpa"):
         torch.manual_seed(5)
-        m = UniLMv2Transformer(shape, len(dictionary), impl).train()
-        for mod in m.modules():
-            if isinstance(mod, torch.nn.Dropout):
-                mod.p = 0.0
-        for layer in m.layers:
-            layer.attn.dropout = 0.0
-        models.append(m)
+        models.append(without_dropout(UniLMv2Transformer(shape, len(dictionary), impl)))
     models[0].load_state_dict(models[1].state_dict())
     return models
 
 
-def forward_backward(model, ni):
-    args = (ni["src_tokens"], ni["positions"], ni["segments"], ni["kinds"], ni["steps"])
-    h = model(*args, prefix_len=ni["prefix_len"])
-    w = torch.randn(h.shape, generator=torch.Generator().manual_seed(0))
-    (h * (ni["kinds"] != PAD).unsqueeze(-1) * w).sum().backward()
-    return h.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+def trained(model, ni):
+    """``forward_backward``'s hidden states, and the gradients it left."""
+    h = forward_backward(model, ni)
+    return h, {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
 
 
-def test_a_model_on_the_triton_path_trains_as_on_sdpa_and_the_kernel_serves_every_layers_context_block(dictionary):
+def test_a_model_on_the_triton_path_trains_as_on_sdpa_and_the_kernel_serves_every_layers_context_block(
+        dictionary, monkeypatch):
     """A batch of alike contexts (shared, contiguous positions): hidden states and every parameter's
     gradient, the relative-position weights' included, agree with the SDPA path; the kernel served
-    one call per layer (the appended block stays on SDPA)."""
+    one call per layer (the appended block stays on SDPA), the layers sharing one expanded bias."""
     triton_model, sdpa_model = model_pair(dictionary)
     ni = alike_contexts_batch(dictionary, 3, size=3, n1=20, n2=40)["net_input"]
-    h, grads = forward_backward(triton_model, ni)
+    expansions = []
+    monkeypatch.setattr(ta, "expand", lambda *a: expansions.append(a[1:]) or expand(*a))
+    h, grads = trained(triton_model, ni)
+    grads = {n: g.clone() for n, g in grads.items()}
     assert ta.calls() == len(triton_model.layers) and ta.failure() is None
-    h_ref, grads_ref = forward_backward(sdpa_model, ni)
+    expansions.clear()  # those of the first call's probe and backward compile, on their own inputs
+    forward_backward(triton_model, ni)
+    assert len(expansions) == 1, expansions
+    h_ref, grads_ref = trained(sdpa_model, ni)
     real = ni["kinds"] != PAD
     assert (h[real] - h_ref[real]).abs().max() < 1e-5
     assert grads.keys() == grads_ref.keys() and "rel_pos_bias.weight" in grads
@@ -206,7 +208,7 @@ def test_the_plan_hands_the_kernel_only_a_shared_context_with_contiguous_positio
         else:
             positions[:, P // 2:] += 3  # a gap inside the context (and after it)
         ni_b = dict(ni, positions=positions)
-        forward_backward(model, ni_b)
+        trained(model, ni_b)
         assert (ta.calls() > 0) == toeplitz
         ta._state["calls"] = 0
         from fairseq_pmlm.modules.transformer import check_prefix_len
@@ -228,13 +230,13 @@ def test_a_kernel_that_fails_here_falls_back_to_sdpa_with_one_log_line_and_the_s
     monkeypatch.setattr(ta, "_probe", broken)
     ta._state["checked"] = set()  # not yet probed here
     with caplog.at_level(logging.WARNING, logger=ta.__name__):
-        h, grads = forward_backward(triton_model, ni)
-        forward_backward(triton_model, ni)
+        h, grads = trained(triton_model, ni)
+        trained(triton_model, ni)
     lines = [r.getMessage() for r in caplog.records if r.name == ta.__name__]
     assert lines == ["the Toeplitz attention kernel failed on this machine, using SDPA for the rest of the run: "
                      "RuntimeError: out of resource: shared memory"]
     assert ta.calls() == 0 and not ta.available(torch.device("cpu"))
-    h_ref, grads_ref = forward_backward(sdpa_model, ni)
+    h_ref, grads_ref = trained(sdpa_model, ni)
     assert torch.equal(h, h_ref)
 
 
@@ -257,12 +259,12 @@ def test_a_backward_kernel_that_fails_to_compile_falls_back_in_the_forward_befor
     ta._state["checked"] = PROBED | {("cpu", torch.float32, 16, False)}
     monkeypatch.setattr(toeplitz_kernels, "toeplitz_attention_bwd_dq", Broken())
     with caplog.at_level(logging.WARNING, logger=ta.__name__):
-        h, grads = forward_backward(triton_model, ni)
+        h, grads = trained(triton_model, ni)
     assert [r.getMessage() for r in caplog.records if r.name == ta.__name__] == [
         "the Toeplitz attention kernel failed on this machine, using SDPA for the rest of the run: "
         "RuntimeError: out of resource: registers"]
     assert ta.calls() == 0
-    h_ref, grads_ref = forward_backward(sdpa_model, ni)
+    h_ref, grads_ref = trained(sdpa_model, ni)
     assert torch.equal(h, h_ref) and grads.keys() == grads_ref.keys()
     assert all(torch.equal(g, grads_ref[n]) for n, g in grads.items())
 
@@ -282,6 +284,6 @@ def test_without_the_interpreter_the_cpu_keeps_sdpa(dictionary, monkeypatch):
     assert not ta.available(torch.device("cpu"))
     triton_model, sdpa_model = model_pair(dictionary)
     ni = alike_contexts_batch(dictionary, 8, size=2)["net_input"]
-    h, _ = forward_backward(triton_model, ni)
+    h, _ = trained(triton_model, ni)
     assert ta.calls() == 0
-    assert torch.equal(h, forward_backward(sdpa_model, ni)[0])
+    assert torch.equal(h, trained(sdpa_model, ni)[0])

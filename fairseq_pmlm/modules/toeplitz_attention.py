@@ -8,7 +8,7 @@ PyTorch's fused kernels take such a bias only materialised, and only the memory-
 returns its gradient, by writing dS (a [B, H, N, N] tensor) and reducing it over the batch: on an
 H100 that call took 1.97 ms (32 x 12 x 512 x 512, fp16, forward and backward) against flash's
 0.72 ms without bias. Here a flash-style kernel reads the bias expanded from the [H, 2N-1] table
-once a call (``expand``: [H, N, N], shared by the batch) and sums each dS tile's diagonals into the
+once a forward (``expand``: [H, N, N], shared by the batch and the layers) and sums each dS tile's diagonals into the
 table's gradient (``toeplitz_kernels.py``): no [B, H, N, N] tensor is written in either direction.
 Attention dropout is drawn in the kernel (Philox, from a seed per call), the same draw in the
 forward and both backward passes. On an H200 its kernels take 0.75x SDPA's device time a call, but
@@ -116,13 +116,13 @@ def tiles(device):
 
 class _Attention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, table, dropout_p, seed, t: Tiles):
+    def forward(ctx, q, k, v, table, bias, dropout_p, seed, t: Tiles):
         from . import toeplitz_kernels as kern
 
         B, H, N, D = q.shape
         o = q.new_empty(B, N, H, D).transpose(1, 2)  # the layout the output projection reads without a copy
         lse = torch.empty(B * H, N, dtype=torch.float32, device=q.device)
-        bias = expand(table, N, q.dtype)
+        bias = expand(table, N, q.dtype) if bias is None else bias
         scale = 1.0 / math.sqrt(D)
         kern.toeplitz_attention_fwd[(cdiv(N, t.fwd.BM), B * H)](
             q, k, v, bias, o, lse, seed, scale, dropout_p, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
@@ -158,24 +158,25 @@ class _Attention(torch.autograd.Function):
         kern.toeplitz_attention_bwd_dkdv[(cdiv(N, BN), B * H)](
             q, k, v, bias, do, lse, delta, dk, dv, dtable, *common, *dtable.stride()[:2], H, N,
             D=D, BM=BM, BN=BN, WA=coarse, DROPOUT=dropout_p > 0, num_warps=t.dkdv.warps, num_stages=t.dkdv.stages)
-        return dq, dk, dv, dtable.sum(0).to(ctx.table_dtype), None, None, None
+        return dq, dk, dv, dtable.sum(0).to(ctx.table_dtype), None, None, None, None
 
 
 def cdiv(a, b):
     return -(-a // b)
 
 
-def toeplitz_attention(q, k, v, table, dropout_p=0.0, t: Tiles = None):
+def toeplitz_attention(q, k, v, table, dropout_p=0.0, t: Tiles = None, bias=None):
     """softmax(q k^T / sqrt(D) + bias) v with bias[h, i, j] = table[h, j - i + N - 1], dropout on the
     probabilities; q, k, v [B, H, N, D] (unit stride on D), table [H, 2N-1]. Runs the kernel
-    unchecked: ``attend`` is what the model calls. ``t``: the tiles, by default ``tiles(device)``."""
+    unchecked: ``attend`` is what the model calls. ``t``: the tiles, by default ``tiles(device)``;
+    ``bias``: ``expand(table, N, q.dtype)`` if the caller has it (the layers share one)."""
     B, H, N, D = q.shape
     if k.shape != q.shape or v.shape != q.shape or tuple(table.shape) != (H, 2 * N - 1):
         raise ValueError(f"toeplitz_attention: q, k, v must be [B, H, N, D] alike and table [H, 2N-1]; got "
                          f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}, table {tuple(table.shape)}")
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     seed = int(torch.randint(0, 2**31 - 1, (1,)).item()) if dropout_p > 0 else 0
-    return _Attention.apply(q, k, v, table, float(dropout_p), seed, t or tiles(q.device))
+    return _Attention.apply(q, k, v, table, bias, float(dropout_p), seed, t or tiles(q.device))
 
 
 def dense_bias(table, N):
@@ -235,10 +236,12 @@ def _reference(q, k, v, table):
     return scores.softmax(-1) @ v
 
 
-def attend(q, k, v, table, dropout_p):
+def attend(q, k, v, table, dropout_p, expanded=None):
     """The context block's attention by the kernel, or None where it cannot serve it (then the
     caller materialises the bias): not available here, a shape or dtype it does not take, or
-    it failed (logged once; off for the rest of the process)."""
+    it failed (logged once; off for the rest of the process). ``expanded``: a function of the
+    dtype giving ``expand(table)`` shared by the layers (``ToeplitzBias.expanded``); by default
+    each call expands the table itself."""
     if not available(q.device) or not takes(q, k, v):
         return None
     key = (q.device.type, q.dtype, q.size(-1), dropout_p > 0)
@@ -249,7 +252,7 @@ def attend(q, k, v, table, dropout_p):
             _state["checked"].add(key)
         if (q.requires_grad or table.requires_grad) and layout(q, k, v, key) not in _state["compiled"]:
             _compile_backward(q, k, v, table, dropout_p, key)
-        y = toeplitz_attention(q, k, v, table, dropout_p)
+        y = toeplitz_attention(q, k, v, table, dropout_p, bias=None if expanded is None else expanded(q.dtype))
     except torch.OutOfMemoryError:
         raise  # the SDPA path needs more memory, not less
     except Exception as e:  # noqa: BLE001 - any compile/launch failure: fall back, never stop the run
@@ -283,11 +286,19 @@ def _compile_backward(q, k, v, table, dropout_p, key):
 
 
 class ToeplitzBias:
-    """A plan block's bias as the kernel reads it (``table`` [H, 2N-1]), and the same bias
-    materialised for SDPA (``dense()``: built once, on first need, shared by the layers)."""
+    """A plan block's bias as the kernel reads it (``table`` [H, 2N-1], and its ``expanded`` form),
+    and the same bias materialised for SDPA (``dense()``); each built once, on first need, and
+    shared by the layers."""
 
     def __init__(self, table, dense):
-        self.table, self._dense, self._built = table, dense, None
+        self.table, self._dense, self._built, self._expanded = table, dense, None, None
+
+    def expanded(self, dtype):
+        """``expand(table)`` in ``dtype``, no autograd graph: the kernel returns the table's gradient."""
+        if self._expanded is None or self._expanded.dtype != dtype:
+            with torch.no_grad():
+                self._expanded = expand(self.table, (self.table.size(1) + 1) // 2, dtype)
+        return self._expanded
 
     def dense(self):
         if self._built is None:

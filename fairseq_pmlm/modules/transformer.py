@@ -76,7 +76,7 @@ class SelfAttention(nn.Module):
         for start, end, key_end, bias in plan:
             qb, kb, vb = q[:, :, start:end], k[:, :, :key_end], v[:, :, :key_end]
             if isinstance(bias, toeplitz_attention.ToeplitzBias):
-                y = toeplitz_attention.attend(qb, kb, vb, bias.table, p)
+                y = toeplitz_attention.attend(qb, kb, vb, bias.table, p, bias.expanded)
                 if y is not None:
                     ys.append(y)
                     continue
