@@ -11,7 +11,8 @@ pre-training shape (32 rows x 12 heads x 512 context tokens, head size 64):
   tiles    the kernel with other tiles, one pass changed at a time (fwd, dK/dV, dQ), then the
            fastest of each together: what to set CUDA_TILES to on another GPU
   host     (--host) the host's time of one call (the device synchronised before, not after), at a
-           shape too small to keep the device busy and at the full one, and where it goes: the
+           shape too small to keep the device busy and at the full one, beside SDPA's and split
+           into the forward alone and the three Triton launches alone, and where it goes: the
            functions of most own time in a cProfile of calls at the small shape. On an H200 a call
            cost the host ~1 ms, its kernels' device time 1.4 ms: the path is bound by the host
 
@@ -32,14 +33,17 @@ import time
 if __name__ == "__main__" and "--smoke" in sys.argv and not os.path.exists("/dev/nvidiactl"):
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton is first imported
 
-import bench_pretrain  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from bench_gpu import commit, device_info  # noqa: E402
+from lib.import_guard import interruptible  # noqa: E402 - scripts/lib: Ctrl-C during the imports below, one line
 
-from fairseq_pmlm.modules import toeplitz_attention as ta  # noqa: E402
-from fairseq_pmlm.modules.toeplitz_attention import Launch  # noqa: E402
-from fairseq_pmlm.runtime.interrupts import one_line_exit  # noqa: E402
+with interruptible():
+    import bench_pretrain
+    import torch
+    import torch.nn.functional as F
+    from bench_gpu import commit, device_info
+
+    from fairseq_pmlm.modules import toeplitz_attention as ta
+    from fairseq_pmlm.modules.toeplitz_attention import Launch
+    from fairseq_pmlm.runtime.interrupts import one_line_exit
 
 # (B, H, N, D), the lengths of the errors table, the tiles tried per pass (BM x BN, warps, stages)
 SHAPES = {
@@ -109,26 +113,66 @@ def timed_call(s, dtype, device, how, dropout, t=None):
     return call
 
 
-def host(s, dev, steps):
-    """The host's time of one call, fp16, dropout 0.1: at 1 x 2 heads x 128 (the device idle) and at
-    the full shape; then the top of a cProfile of ``steps`` calls at the small one."""
-    small = dict(s, B=1, H=2, N=min(128, s["N"]))
-    print(f"\nThe host's time of one call, forward + backward, fp16, dropout 0.1, ms (median of {steps}; "
-          "wall: until the device is done):\n")
-    print("| shape | host | wall |\n|---|---:|---:|")
-    for shape in [small] + ([s] if s != small else []):
-        call = timed_call(shape, torch.float16, dev, "kernel", 0.1)
+def launches_only(s, dtype, device, dropout):
+    """The kernel's three launches (forward, dQ, dK/dV) on buffers allocated once: the host's part
+    that is Triton's alone, without autograd and the wrapper's torch ops."""
+    q, k, v, table = inputs(s["B"], s["H"], s["N"], s["D"], dtype, device)
+    t = ta.tiles(device)
+    bias = ta.expand(table, s["N"], dtype)
+    o = torch.empty_like(q)
+    lse = torch.empty(s["B"] * s["H"], s["N"], dtype=torch.float32, device=device)
+    do, dq, dk, dv = (torch.randn_like(q) for _ in range(4))
+    delta = torch.empty_like(lse)
+    dtable = torch.zeros(s["B"], s["H"], 2 * s["N"] - 1, dtype=torch.float32, device=device)
+
+    def call():
+        ta.launch_forward(q, k, v, bias, o, lse, 1, dropout, t)
+        ta.launch_backward(q, k, v, bias, o, lse, do, delta, dq, dk, dv, dtable, 1, dropout, t)
+    return call
+
+
+def forward_only(s, dtype, device, dropout):
+    q, k, v, table = inputs(s["B"], s["H"], s["N"], s["D"], dtype, device)
+
+    def call():
+        with torch.no_grad():
+            ta.toeplitz_attention(q, k, v, table, dropout)
+    return call
+
+
+def host_ms(call, steps):
+    """Medians of ``steps`` calls, ms: the host's time (the device synchronised before, not after)
+    and the wall time (until the device is done)."""
+    call()
+    took, wall = [], []
+    for _ in range(steps):
+        bench_pretrain.synchronize()
+        start = time.perf_counter()
         call()
-        took, wall = [], []
-        for _ in range(steps):
-            bench_pretrain.synchronize()
-            start = time.perf_counter()
-            call()
-            took.append(time.perf_counter() - start)
-            bench_pretrain.synchronize()
-            wall.append(time.perf_counter() - start)
-        print(f"| {shape['B']} x {shape['H']} x {shape['N']} x {shape['D']} | {1000 * statistics.median(took):.3f} | "
-              f"{1000 * statistics.median(wall):.3f} |", flush=True)
+        took.append(time.perf_counter() - start)
+        bench_pretrain.synchronize()
+        wall.append(time.perf_counter() - start)
+    return 1000 * statistics.median(took), 1000 * statistics.median(wall)
+
+
+def host(s, dev, steps):
+    """The host's time of one call, fp16, dropout 0.1, beside SDPA's (bias with gradient) and split
+    into its parts (forward alone; the three launches alone), at 1 x 2 heads x 128 (the device
+    idle) and at the full shape; then the top of a cProfile of ``steps`` calls at the small one."""
+    small = dict(s, B=1, H=2, N=min(128, s["N"]))
+    print(f"\nThe host's time of one call, fp16, dropout 0.1, ms (median of {steps}; host: until the "
+          "call returns, the device synchronised before; wall: until the device is done):\n")
+    print("| shape | what | host | wall |\n|---|---|---:|---:|")
+    half = torch.float16
+    rows = [("kernel, forward + backward", lambda sh: timed_call(sh, half, dev, "kernel", 0.1)),
+            ("SDPA, bias with gradient, forward + backward", lambda sh: timed_call(sh, half, dev, "sdpa", 0.1)),
+            ("kernel, forward only (no gradient)", lambda sh: forward_only(sh, half, dev, 0.1)),
+            ("the kernel's three launches alone", lambda sh: launches_only(sh, half, dev, 0.1))]
+    for shape in [small] + ([s] if s != small else []):
+        for what, make in rows:
+            took, wall = host_ms(make(shape), steps)
+            print(f"| {shape['B']} x {shape['H']} x {shape['N']} x {shape['D']} | {what} | {took:.3f} | {wall:.3f} |",
+                  flush=True)
     call = timed_call(small, torch.float16, dev, "kernel", 0.1)
     profile = cProfile.Profile()
     profile.enable()

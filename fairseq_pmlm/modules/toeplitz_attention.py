@@ -117,17 +117,11 @@ def tiles(device):
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, table, bias, dropout_p, seed, t: Tiles):
-        from . import toeplitz_kernels as kern
-
         B, H, N, D = q.shape
         o = q.new_empty(B, N, H, D).transpose(1, 2)  # the layout the output projection reads without a copy
         lse = torch.empty(B * H, N, dtype=torch.float32, device=q.device)
         bias = expand(table, N, q.dtype) if bias is None else bias
-        scale = 1.0 / math.sqrt(D)
-        kern.toeplitz_attention_fwd[(cdiv(N, t.fwd.BM), B * H)](
-            q, k, v, bias, o, lse, seed, scale, dropout_p, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
-            *o.stride()[:3], *bias.stride()[:2], H, N, D=D, BM=t.fwd.BM, BN=t.fwd.BN, DROPOUT=dropout_p > 0,
-            num_warps=t.fwd.warps, num_stages=t.fwd.stages)
+        launch_forward(q, k, v, bias, o, lse, seed, dropout_p, t)
         ctx.save_for_backward(q, k, v, bias, o, lse)
         ctx.args, ctx.table_dtype = (dropout_p, seed, t), table.dtype
         return o
@@ -135,8 +129,6 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable  # no double backward: an error, not silent zeros
     def backward(ctx, do):
-        from . import toeplitz_kernels as kern
-
         q, k, v, bias, o, lse = ctx.saved_tensors
         dropout_p, seed, t = ctx.args
         B, H, N, D = q.shape
@@ -147,18 +139,38 @@ class _Attention(torch.autograd.Function):
         delta = torch.empty_like(lse)  # rowsum(dO * O), written by the dQ pass for the dK/dV pass
         # one copy of the table's gradient per batch row (summed below): fewer atomics on one address
         dtable = torch.zeros(B, H, 2 * N - 1, dtype=torch.float32, device=q.device)
-        scale = 1.0 / math.sqrt(D)
-        common = (seed, scale, dropout_p, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3],
-                  *o.stride()[:3], *bias.stride()[:2])
-        kern.toeplitz_attention_bwd_dq[(cdiv(N, t.dq.BM), B * H)](
-            q, k, v, bias, do, o, lse, delta, dq, *common, H, N,
-            D=D, BM=t.dq.BM, BN=t.dq.BN, DROPOUT=dropout_p > 0, num_warps=t.dq.warps, num_stages=t.dq.stages)
-        BM, BN = t.dkdv.BM, t.dkdv.BN
-        coarse = max(16, 1 << (BM // 8 + BN // 8 - 2).bit_length())  # >= BM/8 + BN/8 - 1, a power of two, tl.dot's 16
-        kern.toeplitz_attention_bwd_dkdv[(cdiv(N, BN), B * H)](
-            q, k, v, bias, do, lse, delta, dk, dv, dtable, *common, *dtable.stride()[:2], H, N,
-            D=D, BM=BM, BN=BN, WA=coarse, DROPOUT=dropout_p > 0, num_warps=t.dkdv.warps, num_stages=t.dkdv.stages)
+        launch_backward(q, k, v, bias, o, lse, do, delta, dq, dk, dv, dtable, seed, dropout_p, t)
         return dq, dk, dv, dtable.sum(0).to(ctx.table_dtype), None, None, None, None
+
+
+def launch_forward(q, k, v, bias, o, lse, seed, dropout_p, t: Tiles):
+    """The forward kernel's launch: ``o`` [B, H, N, D] and ``lse`` [B * H, N] written (what
+    ``_Attention`` allocates; ``bench_toeplitz.py --host`` times the launches alone)."""
+    from . import toeplitz_kernels as kern
+
+    B, H, N, D = q.shape
+    kern.toeplitz_attention_fwd[(cdiv(N, t.fwd.BM), B * H)](
+        q, k, v, bias, o, lse, seed, 1.0 / math.sqrt(D), dropout_p, *q.stride()[:3], *k.stride()[:3],
+        *v.stride()[:3], *o.stride()[:3], *bias.stride()[:2], H, N, D=D, BM=t.fwd.BM, BN=t.fwd.BN,
+        DROPOUT=dropout_p > 0, num_warps=t.fwd.warps, num_stages=t.fwd.stages)
+
+
+def launch_backward(q, k, v, bias, o, lse, do, delta, dq, dk, dv, dtable, seed, dropout_p, t: Tiles):
+    """The backward kernels' launches, dQ (and delta) first, then dK/dV and the table's gradient
+    ``dtable`` [B, H, 2N-1] (zeroed by the caller); dq, dk, dv laid out as ``o``."""
+    from . import toeplitz_kernels as kern
+
+    B, H, N, D = q.shape
+    common = (seed, 1.0 / math.sqrt(D), dropout_p, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+              *do.stride()[:3], *o.stride()[:3], *bias.stride()[:2])
+    kern.toeplitz_attention_bwd_dq[(cdiv(N, t.dq.BM), B * H)](
+        q, k, v, bias, do, o, lse, delta, dq, *common, H, N,
+        D=D, BM=t.dq.BM, BN=t.dq.BN, DROPOUT=dropout_p > 0, num_warps=t.dq.warps, num_stages=t.dq.stages)
+    BM, BN = t.dkdv.BM, t.dkdv.BN
+    coarse = max(16, 1 << (BM // 8 + BN // 8 - 2).bit_length())  # >= BM/8 + BN/8 - 1, a power of two, tl.dot's 16
+    kern.toeplitz_attention_bwd_dkdv[(cdiv(N, BN), B * H)](
+        q, k, v, bias, do, lse, delta, dk, dv, dtable, *common, *dtable.stride()[:2], H, N,
+        D=D, BM=BM, BN=BN, WA=coarse, DROPOUT=dropout_p > 0, num_warps=t.dkdv.warps, num_stages=t.dkdv.stages)
 
 
 def cdiv(a, b):
