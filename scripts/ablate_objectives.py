@@ -30,23 +30,26 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ablation.inputs import (
-    OBJECTIVES,
-    Failure,
-    check_inputs,
-    check_settings,
-    claim_out,
-    objectives_of,
-    read_json,
-    seeds_of,
-    settings_of,
-    write_json,
-)
-from ablation.report import collect, plot, plot_curves, table  # scripts/ is on sys.path: the script's own folder
+from lib.import_guard import interruptible  # scripts/lib: Ctrl-C during the imports below, one line
 
-from fairseq_pmlm.errors import report_error
-from fairseq_pmlm.scoring.rouge import rouge_per_example
-from fairseq_pmlm.text.lines import read_lines
+with interruptible("ablate_objectives.sh"):
+    from ablation.inputs import (
+        OBJECTIVES,
+        Failure,
+        check_inputs,
+        check_settings,
+        claim_out,
+        objectives_of,
+        read_json,
+        seeds_of,
+        settings_of,
+        write_json,
+    )
+    from ablation.report import collect, plot, plot_curves, table  # scripts/ is on sys.path: the script's own folder
+
+    from fairseq_pmlm.errors import report_error
+    from fairseq_pmlm.scoring.rouge import rouge_per_example
+    from fairseq_pmlm.text.lines import read_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROG = "ablate_objectives.sh"

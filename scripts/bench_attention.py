@@ -27,15 +27,18 @@ import sys
 import tempfile
 import time
 
-import bench_pretrain
-import torch
-import torch.nn.functional as F
-from bench_gpu import SIZES, attention_calls, attention_ran, commit, common_args, device_info, pmlm_args
+from lib.import_guard import interruptible  # scripts/lib: Ctrl-C during the imports below, one line
 
-from fairseq_pmlm.modules import flex_attention, toeplitz_attention
-from fairseq_pmlm.modules.attention_rule import TokenDescription
-from fairseq_pmlm.modules.transformer import check_prefix_len
-from fairseq_pmlm.runtime.interrupts import one_line_exit
+with interruptible():
+    import bench_pretrain
+    import torch
+    import torch.nn.functional as F
+    from bench_gpu import SIZES, attention_calls, attention_ran, commit, common_args, device_info, pmlm_args
+
+    from fairseq_pmlm.modules import flex_attention, toeplitz_attention
+    from fairseq_pmlm.modules.attention_rule import TokenDescription
+    from fairseq_pmlm.modules.transformer import check_prefix_len
+    from fairseq_pmlm.runtime.interrupts import one_line_exit
 
 # kernel options tried besides the module's own (fwd: query x key block; bwd: dK/dV pass M1 x N1, dQ pass M2 x N2)
 OTHER_OPTIONS = {

@@ -20,15 +20,18 @@ import sys
 import time
 from argparse import Namespace
 
-import torch
-from bench_pretrain import synchronize  # scripts/ is on sys.path: the script's own folder
-from fairseq.data import Dictionary
-from fairseq.sequence_generator import SequenceGenerator
+from lib.import_guard import interruptible  # scripts/lib: Ctrl-C during the imports below, one line
 
-import fairseq_pmlm  # noqa: F401  (registers the model)
-from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
-from fairseq_pmlm.modules.ngram_repeat_block import fix_repeat_ngram_blocker
-from fairseq_pmlm.symbols import MASK_SYMBOL, PSEUDO_SYMBOL
+with interruptible():
+    import torch
+    from bench_pretrain import synchronize  # scripts/ is on sys.path: the script's own folder
+    from fairseq.data import Dictionary
+    from fairseq.sequence_generator import SequenceGenerator
+
+    import fairseq_pmlm  # noqa: F401  (registers the model)
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
+    from fairseq_pmlm.modules.ngram_repeat_block import fix_repeat_ngram_blocker
+    from fairseq_pmlm.symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 
 
 def dictionary(size):
@@ -150,4 +153,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    from fairseq_pmlm.runtime.interrupts import one_line_exit
+
+    # Ctrl-C or SIGTERM: 130, one line, no traceback
+    sys.exit(one_line_exit("bench_generate.py", main))

@@ -37,15 +37,18 @@ import sys
 import tempfile
 from argparse import Namespace
 
-import bench_generate
-import bench_pretrain
-import torch
-from bench_gpu_profile import profile_update
-from bench_pretrain import REPO
+from lib.import_guard import interruptible  # scripts/lib: Ctrl-C during the imports below, one line
 
-from fairseq_pmlm.modules import compiled_layers, flex_attention, toeplitz_attention
-from fairseq_pmlm.modules.attention_rule import ORIGINAL
-from fairseq_pmlm.runtime.interrupts import one_line_exit
+with interruptible():
+    import bench_generate
+    import bench_pretrain
+    import torch
+    from bench_gpu_profile import profile_update
+    from bench_pretrain import REPO
+
+    from fairseq_pmlm.modules import compiled_layers, flex_attention, toeplitz_attention
+    from fairseq_pmlm.modules.attention_rule import ORIGINAL
+    from fairseq_pmlm.runtime.interrupts import one_line_exit
 
 SIZES = {
     "base": dict(layers=12, dim=768, heads=12, ffn=3072, batch=32, length=512, vocab=30000, docs=64,

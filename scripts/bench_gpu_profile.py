@@ -7,8 +7,11 @@ import os
 import re
 import time
 
-import bench_pretrain  # scripts/ is on sys.path: the script's own folder
-import torch
+from lib.import_guard import interruptible  # scripts/lib: Ctrl-C during the imports below, one line
+
+with interruptible():
+    import bench_pretrain  # scripts/ is on sys.path: the script's own folder
+    import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

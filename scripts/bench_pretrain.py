@@ -17,8 +17,11 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-import torch
+from lib.import_guard import interruptible  # scripts/lib: Ctrl-C during the imports below, one line
+
+with interruptible():
+    import numpy as np
+    import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -177,4 +180,7 @@ def run(a, work):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from fairseq_pmlm.runtime.interrupts import one_line_exit
+
+    # Ctrl-C or SIGTERM: 130, one line, no traceback
+    sys.exit(one_line_exit("bench_pretrain.py", main))

@@ -88,10 +88,15 @@ def mapped(pid, library):
     ("glue/prepare_glue.py", ["--task", "RTE", "--glue-dir", "src", "--spm-model", "spm.model", "--srcdict",
                               "dict.txt", "--destdir", "out"]),
     ("text_to_databin.py", ["--out", "out", "corpus", "--train", "train.txt"]),
+    # the benchmarks (bench_gpu.py imports bench_pretrain.py and bench_generate.py, which guard
+    # their own imports: the line still names the command that was run)
+    ("bench_gpu.py", ["--smoke"]),
+    ("bench_toeplitz.py", ["--smoke"]),
+    ("bench_pretrain.py", []),
 ])
 def test_ctrl_c_while_a_python_command_imports_exits_130_with_one_line_and_writes_nothing(tmp_path, script, args):
-    """A 28-57-line KeyboardInterrupt traceback through fairseq's import before. (The recipes'
-    helpers import neither fairseq nor torch: the next test.)"""
+    """A 28-57-line KeyboardInterrupt traceback through fairseq's (or torch's) import before. (The
+    recipes' helpers import neither fairseq nor torch: the next test.)"""
     proc = subprocess.Popen([sys.executable, os.path.join(REPO, "scripts", script), *args], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **ENV})
     deadline = time.time() + 60

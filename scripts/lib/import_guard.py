@@ -23,14 +23,20 @@ import importlib.util
 import os
 import signal
 import sys
+import threading
 
 
 @contextlib.contextmanager
-def interruptible(prog):
+def interruptible(prog=None):
+    """``prog``: the name in the line, by default the command's (``sys.argv[0]``: a script imported
+    by another, as bench_gpu.py imports bench_pretrain.py, names the one that was run)."""
     def stop(signum, frame):
-        print(f"{prog}: interrupted: nothing written", file=sys.stderr, flush=True)
+        print(f"{prog or os.path.basename(sys.argv[0])}: interrupted: nothing written", file=sys.stderr, flush=True)
         os._exit(128 + signum)  # at once: nothing to clean up, and the import stops where it is
 
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
     before = signal.signal(signal.SIGINT, stop)
     try:
         yield

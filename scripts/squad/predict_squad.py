@@ -10,17 +10,23 @@ gold answers, prints the official EM/F1 (and for 2.0 the best no-answer threshol
 import argparse
 import json
 import logging
+import os
+import sys
 
-import torch
-from fairseq import checkpoint_utils
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for lib/
+from lib.import_guard import interruptible  # noqa: E402 - Ctrl-C during the imports below, one line
 
-import fairseq_pmlm  # noqa: F401  (registers the task and the model)
-from fairseq_pmlm.criterions.squad import span_logits
-from fairseq_pmlm.data.squad_dataset import SquadDataset
-from fairseq_pmlm.data.squad_decode import best_answer
-from fairseq_pmlm.errors import exit_with_error
-from fairseq_pmlm.public_data.squad_json import SquadFormatError
-from fairseq_pmlm.scoring.squad_eval import evaluate
+with interruptible():
+    import torch
+    from fairseq import checkpoint_utils
+
+    import fairseq_pmlm  # noqa: F401  (registers the task and the model)
+    from fairseq_pmlm.criterions.squad import span_logits
+    from fairseq_pmlm.data.squad_dataset import SquadDataset
+    from fairseq_pmlm.data.squad_decode import best_answer
+    from fairseq_pmlm.errors import exit_with_error
+    from fairseq_pmlm.public_data.squad_json import SquadFormatError
+    from fairseq_pmlm.scoring.squad_eval import evaluate
 
 
 def predict(checkpoint, json_path, data=None, batch_size=32, n_best=20, max_answer_len=30, null_threshold=0.0,
