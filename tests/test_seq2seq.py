@@ -1,4 +1,5 @@
 """Sequence-to-sequence fine-tuning and decoding (docs/DESIGN.md §4, §5)."""
+import collections
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from fairseq.data import data_utils
 from fairseq.dataclass.configs import GenerationConfig
 from fairseq.sequence_generator import SequenceGenerator
 from omegaconf import OmegaConf
+from torch.overrides import TorchFunctionMode
 
 from fairseq_pmlm.models import seq2seq_views
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
@@ -54,6 +56,61 @@ def test_incremental_decoding_equals_one_teacher_forced_pass(rel_pos, room, rng,
             steps.append(model.decoder(prev[:, : t + 1], enc, incremental_state=state)[0].log_softmax(-1))
     real = tgt.ne(d.pad())
     assert torch.allclose(full[real], torch.cat(steps, 1)[real], atol=1e-5)
+
+
+
+class CountCalls(TorchFunctionMode):
+    """How many times each torch function is called (by name) while active."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = collections.Counter()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls[getattr(func, "__name__", str(func))] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_decoding_step_runs_each_layer_with_four_matmuls_and_no_dropout_call(rng):
+    """Decoding is bound by the host's calls on a GPU: without autograd q, k and v come from one
+    matmul (the query, key and value weights joined), and the layers skip dropout, the identity
+    outside training (6 matmuls and 2 dropout calls a layer before). The LM head adds 2 matmuls, the
+    embeddings one dropout call."""
+    d = make_dictionary()
+    model = tiny_model(d)
+    src, lens, prev, _ = random_pairs(d, rng)
+    with torch.no_grad():
+        enc, state = model.encoder(src, lens), {}
+        model.decoder(prev[:, :1], enc, incremental_state=state)
+        with CountCalls() as counted:
+            model.decoder(prev[:, :2], enc, incremental_state=state)
+    layers = len(model.transformer.layers)
+    assert counted.calls["linear"] == 4 * layers + 2 and counted.calls["dropout"] == 1, counted.calls
+
+
+def test_the_joined_projection_gives_the_three_projections_values_and_follows_new_weights(rng):
+    """Without autograd q, k, v come from the query, key and value weights joined: bit for bit the
+    three matmuls' values (fp32, and in bf16 under autocast), made anew at each forward without
+    cached keys (so weights loaded between two generations are used) and not kept by a forward
+    with autograd (training holds no copy of the weights)."""
+    d = make_dictionary()
+    model, other = tiny_model(d, seed=0), tiny_model(d, seed=1)
+    attn = model.transformer.layers[0].attn
+    x = torch.randn(3, 5, attn.query.in_features)
+    with torch.no_grad():
+        separate = attn.query(x), attn.key(x), attn.value(x)
+        assert all(torch.equal(a, b) for a, b in zip(attn._project(x, incremental=False), separate))
+        with torch.autocast("cpu", torch.bfloat16):
+            separate = attn.query(x), attn.key(x), attn.value(x)
+            joined = attn._project(x, incremental=False)
+        assert all(a.dtype == torch.bfloat16 and torch.equal(a, b) for a, b in zip(joined, separate))
+        src, lens, prev, tgt = random_pairs(d, rng)
+        model(src, src_lengths=lens, prev_output_tokens=prev)
+        model.load_state_dict(other.state_dict())
+        got = model(src, src_lengths=lens, prev_output_tokens=prev)[0]
+        assert torch.equal(got, other(src, src_lengths=lens, prev_output_tokens=prev)[0])
+    model(src, src_lengths=lens, prev_output_tokens=prev)
+    assert all(layer.attn._joined is None for layer in model.transformer.layers)
 
 
 def test_fine_tuning_mask_equals_the_spec_rule(rng, monkeypatch):

@@ -50,6 +50,27 @@ class SelfAttention(nn.Module):
         self.out = nn.Linear(dim, dim)
         self.dropout = s.attention_dropout
         self.impl = impl
+        self._joined = None  # (weight [3C, C], bias [3C]) of query, key and value: ``_project``
+
+    def _project(self, x, incremental):
+        """q, k, v of ``x``. Without autograd (decoding, validation, scoring) one matmul against the
+        three projections joined: two calls fewer a layer, and decoding, which runs the layers once a
+        token, is bound on a GPU by the host's calls. The same values as three matmuls (each output
+        is the same dot product: bit for bit on the CPU, which the tests check). The joined weight
+        is made at each forward without cached keys (a generation's source, a validation batch) and
+        reused by the ``incremental`` steps after it (one generation: no weight changes in between).
+        With autograd three matmuls: joining would copy the weights each forward, and x's gradient
+        would be summed in another order."""
+        if torch.is_grad_enabled():
+            if self._joined is not None:
+                self._joined = None  # not kept through training
+            return self.query(x), self.key(x), self.value(x)
+        if not incremental or self._joined is None:
+            dtype = (torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type)
+                     else self.query.weight.dtype)  # autocast's, as F.linear would cast them
+            parts = self.query, self.key, self.value
+            self._joined = tuple(torch.cat([getattr(m, n) for m in parts]).to(dtype) for n in ("weight", "bias"))
+        return F.linear(x, *self._joined).chunk(3, dim=-1)
 
     def _split(self, x):
         B, T, _ = x.shape
@@ -61,7 +82,7 @@ class SelfAttention(nn.Module):
         ``past``: a function that puts the cached keys and values before this call's
         (``KVCache.extend`` of this layer; incremental decoding). Returns the output and this
         call's own (k, v)."""
-        q, k, v = self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))
+        q, k, v = map(self._split, self._project(x, incremental=past is not None))
         new_kv = (k, v)
         p = self.dropout if self.training else 0.0
         if isinstance(plan, flex_attention.FlexPlan):
@@ -74,7 +95,7 @@ class SelfAttention(nn.Module):
             k, v = past(k, v)
         ys = []
         for start, end, key_end, bias in plan:
-            qb, kb, vb = q[:, :, start:end], k[:, :, :key_end], v[:, :, :key_end]
+            qb, kb, vb = _rows(q, start, end), _rows(k, 0, key_end), _rows(v, 0, key_end)
             if isinstance(bias, toeplitz_attention.ToeplitzBias):
                 y = toeplitz_attention.attend(qb, kb, vb, bias.table, p, bias.expanded)
                 if y is not None:
@@ -90,6 +111,13 @@ class SelfAttention(nn.Module):
         y = torch.cat([y.transpose(1, 2) for y in ys], dim=1) if len(ys) > 1 else ys[0].transpose(1, 2)
         B, T = y.shape[:2]
         return self.out(y.reshape(B, T, -1)), new_kv
+
+
+
+def _rows(t, start, end):
+    """t[:, :, start:end] of a [B, H, T, D] tensor; t itself where that is all of it (one block, as in
+    every decoding step: a slice is a call, and decoding is bound by calls)."""
+    return t if start == 0 and end == t.size(2) else t[:, :, start:end]
 
 
 def reference_attention(q, k, v, attn_bias, dropout_p=0.0, training=False):
@@ -139,10 +167,16 @@ class Block(nn.Module):
         self.drop = nn.Dropout(s.dropout)
 
     def forward(self, x, plan, past=None):
+        # dropout is the identity outside training: not called then (decoding is bound by calls)
+        drop = self.drop if self.training else _identity
         a, kv = self.attn(x, plan, past)
-        x = self.attn_ln(x + self.drop(a))
-        x = self.ffn_ln(x + self.drop(self.fc2(F.gelu(self.fc1(x)))))
+        x = self.attn_ln(x + drop(a))
+        x = self.ffn_ln(x + drop(self.fc2(F.gelu(self.fc1(x)))))
         return x, kv
+
+
+def _identity(x):
+    return x
 
 
 class LMHead(nn.Module):
