@@ -98,10 +98,10 @@ def test_the_joined_projection_gives_the_three_projections_values_and_follows_ne
     attn = model.transformer.layers[0].attn
     x = torch.randn(3, 5, attn.query.in_features)
     with torch.no_grad():
-        separate = attn.query(x), attn.key(x), attn.value(x)
+        separate = [attn._split(proj(x)) for proj in (attn.query, attn.key, attn.value)]
         assert all(torch.equal(a, b) for a, b in zip(attn._project(x, incremental=False), separate))
         with torch.autocast("cpu", torch.bfloat16):
-            separate = attn.query(x), attn.key(x), attn.value(x)
+            separate = [attn._split(proj(x)) for proj in (attn.query, attn.key, attn.value)]
             joined = attn._project(x, incremental=False)
         assert all(a.dtype == torch.bfloat16 and torch.equal(a, b) for a, b in zip(joined, separate))
         src, lens, prev, tgt = random_pairs(d, rng)

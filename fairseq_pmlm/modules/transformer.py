@@ -53,24 +53,27 @@ class SelfAttention(nn.Module):
         self._joined = None  # (weight [3C, C], bias [3C]) of query, key and value: ``_project``
 
     def _project(self, x, incremental):
-        """q, k, v of ``x``. Without autograd (decoding, validation, scoring) one matmul against the
-        three projections joined: two calls fewer a layer, and decoding, which runs the layers once a
-        token, is bound on a GPU by the host's calls. The same values as three matmuls (each output
-        is the same dot product: bit for bit on the CPU, which the tests check). The joined weight
-        is made at each forward without cached keys (a generation's source, a validation batch) and
-        reused by the ``incremental`` steps after it (one generation: no weight changes in between).
-        With autograd three matmuls: joining would copy the weights each forward, and x's gradient
-        would be summed in another order."""
+        """q, k, v of ``x``, [B, H, T, D] each. Without autograd (decoding, validation, scoring) one
+        matmul against the three projections joined, split into heads by one view and one permute:
+        5 calls fewer a layer, and decoding, which runs the layers once a token, is bound on a GPU
+        by the host's calls. The same values as three matmuls (each output is the same dot
+        product: bit for bit on the CPU, which the tests check). The joined weight is made at each
+        forward without cached keys (a generation's source, a validation batch) and reused by the
+        ``incremental`` steps after it (one generation: no weight changes in between). With
+        autograd three matmuls: joining would copy the weights each forward, and x's gradient would
+        be summed in another order."""
         if torch.is_grad_enabled():
             if self._joined is not None:
                 self._joined = None  # not kept through training
-            return self.query(x), self.key(x), self.value(x)
+            return self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))
         if not incremental or self._joined is None:
             dtype = (torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type)
                      else self.query.weight.dtype)  # autocast's, as F.linear would cast them
             parts = self.query, self.key, self.value
             self._joined = tuple(torch.cat([getattr(m, n) for m in parts]).to(dtype) for n in ("weight", "bias"))
-        return F.linear(x, *self._joined).chunk(3, dim=-1)
+        B, T, _ = x.shape
+        # [B, T, 3 * H * D] -> [B, T, 3, H, D] -> [3, B, H, T, D]
+        return F.linear(x, *self._joined).view(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
 
     def _split(self, x):
         B, T, _ = x.shape
@@ -82,7 +85,7 @@ class SelfAttention(nn.Module):
         ``past``: a function that puts the cached keys and values before this call's
         (``KVCache.extend`` of this layer; incremental decoding). Returns the output and this
         call's own (k, v)."""
-        q, k, v = map(self._split, self._project(x, incremental=past is not None))
+        q, k, v = self._project(x, incremental=past is not None)
         new_kv = (k, v)
         p = self.dropout if self.training else 0.0
         if isinstance(plan, flex_attention.FlexPlan):
