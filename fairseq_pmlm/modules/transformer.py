@@ -116,7 +116,6 @@ class SelfAttention(nn.Module):
         return self.out(y.reshape(B, T, -1)), new_kv
 
 
-
 def _rows(t, start, end):
     """t[:, :, start:end] of a [B, H, T, D] tensor; t itself where that is all of it (one block, as in
     every decoding step: a slice is a call, and decoding is bound by calls)."""
