@@ -89,21 +89,25 @@ def test_a_decoding_step_runs_each_layer_with_four_matmuls_and_no_dropout_call(r
 
 
 def test_the_joined_projection_gives_the_three_projections_values_and_follows_new_weights(rng):
-    """Without autograd q, k, v come from the query, key and value weights joined: bit for bit the
-    three matmuls' values (fp32, and in bf16 under autocast), made anew at each forward without
-    cached keys (so weights loaded between two generations are used) and not kept by a forward
-    with autograd (training holds no copy of the weights)."""
+    """Without autograd q, k, v come from the query, key and value weights joined: the three
+    matmuls' values (fp32, and in bf16 under autocast; to rounding, which a BLAS may order
+    otherwise for another width: on this project's CPUs bit for bit), made anew at each forward
+    without cached keys (so weights loaded between two generations are used) and not kept by a
+    forward with autograd (training holds no copy of the weights)."""
     d = make_dictionary()
     model, other = tiny_model(d, seed=0), tiny_model(d, seed=1)
     attn = model.transformer.layers[0].attn
     x = torch.randn(3, 5, attn.query.in_features)
     with torch.no_grad():
         separate = [attn._split(proj(x)) for proj in (attn.query, attn.key, attn.value)]
-        assert all(torch.equal(a, b) for a, b in zip(attn._project(x, incremental=False), separate))
+        for a, b in zip(attn._project(x, incremental=False), separate, strict=True):
+            torch.testing.assert_close(a, b)
         with torch.autocast("cpu", torch.bfloat16):
             separate = [attn._split(proj(x)) for proj in (attn.query, attn.key, attn.value)]
             joined = attn._project(x, incremental=False)
-        assert all(a.dtype == torch.bfloat16 and torch.equal(a, b) for a, b in zip(joined, separate))
+        for a, b in zip(joined, separate, strict=True):
+            assert a.dtype == torch.bfloat16
+            torch.testing.assert_close(a, b)
         src, lens, prev, tgt = random_pairs(d, rng)
         model(src, src_lengths=lens, prev_output_tokens=prev)
         model.load_state_dict(other.state_dict())

@@ -57,7 +57,7 @@ class SelfAttention(nn.Module):
         matmul against the three projections joined, split into heads by one view and one permute:
         5 calls fewer a layer, and decoding, which runs the layers once a token, is bound on a GPU
         by the host's calls. The same values as three matmuls (each output is the same dot
-        product: bit for bit on the CPU, which the tests check). The joined weight is made at each
+        product: bit for bit on this project's CPUs). The joined weight is made at each
         forward without cached keys (a generation's source, a validation batch) and reused by the
         ``incremental`` steps after it (one generation: no weight changes in between). With
         autograd three matmuls: joining would copy the weights each forward, and x's gradient would
