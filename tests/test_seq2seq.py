@@ -16,7 +16,7 @@ from torch.overrides import TorchFunctionMode
 from fairseq_pmlm.models import seq2seq_views
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
 from fairseq_pmlm.modules import attention_rule
-from fairseq_pmlm.modules.attention_rule import CONTEXT, ORIGINAL, PAD, PSEUDO
+from fairseq_pmlm.modules.attention_rule import CONTEXT, ORIGINAL, PAD, PSEUDO, TokenDescription
 from fairseq_pmlm.scoring.rouge import rouge_scores
 from fairseq_pmlm.tasks.pmlm_seq2seq import PMLMSeq2SeqConfig, PMLMSeq2SeqTask
 
@@ -117,6 +117,20 @@ def test_the_joined_projection_gives_the_three_projections_values_and_follows_ne
     assert all(layer.attn._joined is None for layer in model.transformer.layers)
 
 
+def test_the_source_keys_a_generation_keeps_hold_no_queries(rng):
+    """The encoder's per-layer keys and values, which fairseq keeps for a whole generation, own
+    their storage: without autograd they come from the joined q/k/v projection, whose output
+    also holds the source's queries, which no step reads."""
+    d = make_dictionary()
+    model = tiny_model(d)
+    src, lens, _, _ = random_pairs(d, rng)
+    with torch.no_grad():
+        kv = model.encoder(src, src_lengths=lens)["kv"]
+    assert len(kv) == 2 * len(model.transformer.layers)
+    for t in kv:
+        assert t.untyped_storage().nbytes() == t.numel() * t.element_size()
+
+
 def test_fine_tuning_mask_equals_the_spec_rule(rng, monkeypatch):
     """Spy on the rule's inputs during a teacher-forced pass; compare with docs/DESIGN.md §4."""
     d = make_dictionary()
@@ -187,6 +201,49 @@ def test_batched_beam_search_equals_one_sentence_at_a_time(room, rng, monkeypatc
             for hb, ha in zip(batched[b], alone[0]):
                 assert torch.equal(hb["tokens"], ha["tokens"])
                 assert abs(float(hb["score"]) - float(ha["score"])) < 1e-4
+
+
+# EOS made a little likelier (its LM-head bias, for each model's logits): sentences end at several steps;
+# or not, and the longest source (13 tokens) decoded for 12 steps, its last [P] at the last position (25)
+@pytest.mark.parametrize("rel_pos,room,eos_bias,max_positions",
+                         [(True, None, 0.1, 512), (True, 1, 0.1, 512), (False, 1, 0.35, 512), (True, None, 0.0, 26)],
+                         ids=["relpos", "relpos-cache-grows", "no-relpos-cache-grows", "relpos-to-the-position-limit"])
+def test_each_steps_bias_from_the_generations_table_equals_the_one_built_from_its_tokens(rel_pos, room, eos_bias,
+                                                                                          max_positions, rng,
+                                                                                          monkeypatch):
+    """``StepBiases`` hands every decoding step the bias that ``attention_bias`` builds from the
+    step's own descriptions (the rule and the relative positions), bit for bit and -inf where
+    forbidden, its rows 8-aligned: beam search over sources of several lengths (padding), the batch
+    shrinking as sentences end, the cache's room (so the table) growing."""
+    if room:
+        monkeypatch.setattr(seq2seq_views, "CACHE_ROOM", room)
+    d = make_dictionary()
+    model = tiny_model(d, seed=3, no_rel_pos=not rel_pos, max_positions=max_positions)
+    real_forward = type(model.transformer).forward
+    checked = collections.Counter()
+
+    def checking(self, tokens, positions, segments, kinds, steps, prefix_len=None, past=None, return_kv=False,
+                 bias=None):
+        if bias is not None:
+            q = TokenDescription(kinds, steps, positions)
+            want = self.attention_bias(q, past.describe(q), torch.float32)
+            got = bias(torch.float32)
+            assert got.shape == want.shape and torch.equal(got, want)
+            assert got.stride(-2) % 8 == 0
+            checked[tokens.size(0)] += 1
+        return real_forward(self, tokens, positions, segments, kinds, steps, prefix_len, past, return_kv, bias)
+
+    monkeypatch.setattr(type(model.transformer), "forward", checking)
+    # the relative bias's windows over the model's limit, as on a GPU (where the batch's would cost a sync)
+    monkeypatch.setattr(type(model.transformer), "position_bound", lambda self, q_pos, k_pos: max_positions)
+    with torch.no_grad():
+        model.transformer.lm_head.bias[d.eos()] = eos_bias
+    src, lens, _, _ = random_pairs(d, rng)
+    gen = SequenceGenerator([model], d, beam_size=3, max_len_b=12, min_len=2)
+    with torch.no_grad():
+        gen.forward({"net_input": {"src_tokens": src, "src_lengths": lens}})
+    assert sum(checked.values()) >= 8  # steps past the room's growths
+    assert len(checked) > 1 or not eos_bias  # the batch shrank
 
 
 def test_beam_search_keeps_one_copy_of_the_source_keys_per_sentence_and_steps_write_in_place(rng):

@@ -15,11 +15,14 @@ attention permissions come from ``modules/attention_rule.py`` like everywhere el
   holds the source's keys/values, copied once, then the target's, with room for the steps to
   come: a layer attends over one contiguous prefix with one fused-attention call.
 """
+import functools
+
 import torch
 from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
 
 from ..modules.attention_rule import CONTEXT, ORIGINAL, PAD, PSEUDO, TokenDescription
 from ..modules.kv_cache import KVCache
+from ..modules.transformer import BIAS_ALIGNMENT
 
 TARGET_SEGMENT = 1
 CACHE_ROOM = 64  # target slots a decoding cache starts with (it doubles when full)
@@ -40,7 +43,7 @@ class UniLMv2Encoder(FairseqEncoder):
         return {  # lists of tensors, as fairseq's generator passes them around
             # one row per source, never reordered: beam search's rows find theirs through "rows"
             "encoder_out": [h],
-            "kv": [t for kv in kvs for t in kv],  # flat [k0, v0, k1, v1, ...]
+            "kv": [_own(t) for kv in kvs for t in kv],  # flat [k0, v0, k1, v1, ...]
             "desc": list(TokenDescription(kinds, zeros, positions)),
             # one per row of the batch: its source row (none yet: row i is source i), its source length
             "rows": [],
@@ -56,6 +59,14 @@ class UniLMv2Encoder(FairseqEncoder):
 
     def max_positions(self):
         return self.transformer.shape.max_positions
+
+
+def _own(t):
+    """``t`` in storage of its own where it is a view of a larger output: without autograd a layer's k
+    and v are views of its joined q/k/v projection (``SelfAttention._project``), and kept for the
+    whole generation they would keep the source's queries too (a third more of the source's store,
+    for every layer)."""
+    return t if t.untyped_storage().nbytes() == t.numel() * t.element_size() else t.contiguous()
 
 
 class UniLMv2Decoder(FairseqIncrementalDecoder):
@@ -113,8 +124,11 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
         B, T = prev.shape
         k = T - 1  # predicting target k+1 (1-based): its [P] has step k+1
         cache = self.get_incremental_state(incremental_state, "cache")
+        biases = self.get_incremental_state(incremental_state, "biases")
         if cache is None:  # no target token yet: the source's keys, with room for the target's
             cache = self._source_cache(encoder_out, room=CACHE_ROOM)
+            biases = StepBiases(self.transformer, TokenDescription(*encoder_out["desc"]))
+            self.set_incremental_state(incremental_state, "biases", biases)
         src_len = encoder_out["src_len"][0]
         p_tok = torch.full_like(prev[:, -1:], self.pseudo_idx)
         # y_k (ORIGINAL, step k) if k > 0, then the [P] of step k+1; a token of step j sits at
@@ -128,7 +142,9 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
         cache.reserve(n)
         # every source is at most the padded source length long: positions <= source_len + k
         positions = self._positions(src_len, steps - 1, bound=cache.source_len + k)
-        h = self.transformer(tokens, positions, torch.full_like(tokens, TARGET_SEGMENT), kinds, steps, past=cache)
+        bias = functools.partial(biases.step, k, cache.rows, cache.length + n, cache.slots)
+        h = self.transformer(tokens, positions, torch.full_like(tokens, TARGET_SEGMENT), kinds, steps, past=cache,
+                             bias=bias)
         cache.commit(n - 1)  # the committed target token stays; the [P]'s slot is written over
         self.set_incremental_state(incremental_state, "cache", cache)
         return h[:, -1:]
@@ -140,3 +156,61 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
 
     def max_positions(self):
         return self.transformer.shape.max_positions
+
+
+class StepBiases:
+    """The attention bias of every decoding step of one generation, built at its first step (and
+    again when the cache's room grows) by the model's ``attention_bias`` from the description of
+    all the steps' tokens: a step reads its two rows (one small copy) instead of building them
+    (some 45 small ops a step, and decoding is bound by the host's calls on a GPU).
+
+    Step k (k > 0) feeds y_k (ORIGINAL, step k, position src_len + k - 1) and the [P] of step k+1
+    (PSEUDO, position src_len + k); its keys are the cache's slots up to S + k: the source's S, then
+    y_1 .. y_k, then its [P]. All steps' queries in one description, interleaved: row 2m is the [P]
+    of step m+1 and row 2m+1 is y_{m+1}, both at position src_len + m, so step k reads rows 2k-1
+    and 2k (step 0, its [P] alone: row 0). All steps' keys in one description: the source, then
+    slot S + t as every step after t+1 sees it, y_{t+1}. The one slot a step sees otherwise is its
+    [P]'s (S + k, written over by y_{k+1} in the next step), read by no other step's rows: those
+    two cells of each row pair come from the rule for the [P] instead. Worked example, S = 2, room
+    for 3 target slots; what each row's step holds in the slots it attends over:
+
+        slot                 s0 s1 | S+0   S+1   S+2
+        row 0 [P] of step 1   x  x | [P]
+        row 1 y_1             x  x | y_1   [P]       <- step 1 reads rows 1, 2 over 4 slots
+        row 2 [P] of step 2   x  x | y_1   [P]
+        row 3 y_2             x  x | y_1   y_2   [P] <- step 2: rows 3, 4 over 5 slots
+        row 4 [P] of step 3   x  x | y_1   y_2   [P]
+
+    The values are those of the step's own descriptions, bit for bit (tested): the same rule, the
+    same table entries."""
+
+    def __init__(self, transformer, source: TokenDescription):
+        self.transformer, self.source = transformer, source  # the source's description, one row per source
+        self.bias, self.key = None, None  # [sources, H or 1, 2 * room - 1, slots padded]; (room, dtype)
+
+    def step(self, k, rows, end, slots, dtype):
+        """Step ``k``'s bias [N, H or 1, 1 or 2, ``end``] for the batch's ``rows`` (their source rows)
+        in a cache of ``slots`` slots (an 8-aligned row stride, as ``attention_bias``'s)."""
+        room = slots - self.source.kinds.size(1)
+        if self.key != (room, dtype):
+            self.bias, self.key = self._build(room, dtype), (room, dtype)
+        first, n = (0, 1) if k == 0 else (2 * k - 1, 2)
+        return self.bias.narrow(2, first, n).index_select(0, rows).narrow(3, 0, end)
+
+    def _build(self, room, dtype):
+        src = self.source
+        N, S = src.kinds.shape
+        device = src.kinds.device
+        m = torch.arange(room, device=device)
+        # position src_len + m; past the model's limit clamped (a step there stops before it reads them)
+        at = (src.kinds.ne(PAD).sum(1, keepdim=True) + m).clamp(max=self.transformer.shape.max_positions - 1)
+        r = torch.arange(2 * room - 1, device=device)
+        queries = TokenDescription(torch.where(r % 2 == 0, PSEUDO, ORIGINAL).expand(N, -1),
+                                   (r // 2 + 1).expand(N, -1), at[:, r // 2])
+        targets = TokenDescription(torch.full_like(at, ORIGINAL), (m + 1).expand(N, -1), at)
+        keys = TokenDescription(*(torch.cat([a, b], 1) for a, b in zip(src, targets, strict=True)))
+        bias = self.transformer.attention_bias(queries, keys.padded(BIAS_ALIGNMENT), dtype)
+        pseudo = TokenDescription(torch.full_like(at, PSEUDO), (m + 1).expand(N, -1), at)
+        own = (r + 1) // 2  # the step whose [P] row r's step feeds
+        bias[:, :, r, S + own] = self.transformer.attention_bias(queries, pseudo, dtype)[:, :, r, own]
+        return bias

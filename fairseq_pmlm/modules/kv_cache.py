@@ -47,11 +47,15 @@ class KVCache:
             desc = TokenDescription(*(t.index_select(0, rows) for t in desc))
         return cls(keys, values, desc, rows)
 
+    @property
+    def slots(self):
+        """Slots in the buffers: source, committed tokens and room."""
+        return self.desc.kinds.size(1)
+
     def reserve(self, n):
         """Room for ``n`` more slots after ``length``, doubling the room when it is full."""
-        slots = self.desc.kinds.size(1)
-        if self.length + n > slots:
-            room = slots - self.source_len
+        if self.length + n > self.slots:
+            room = self.slots - self.source_len
             self._allocate(self.source_len + max(2 * room, self.length + n - self.source_len))
 
     def _allocate(self, slots, rows=None):

@@ -359,14 +359,17 @@ class UniLMv2Transformer(nn.Module):
             blocks.append(PlanBlock(prefix_len, Tq, Tk, self.attention_bias(app, k, dtype)))
         return blocks
 
-    def forward(self, tokens, positions, segments, kinds, steps, prefix_len=None, past=None, return_kv=False):
+    def forward(self, tokens, positions, segments, kinds, steps, prefix_len=None, past=None, return_kv=False,
+                bias=None):
         """Returns final hidden states [B, T, C] (and per-layer (k, v) if asked).
 
         ``prefix_len``: optional int, every row's context occupies columns [0, prefix_len)
         and nothing there may see the columns after it (see ``attention_plan``).
         ``past``: a ``KVCache`` (``kv_cache.py``) whose tokens come before the ones given here
         (the source, and in decoding steps the target so far). With ``return_kv``, each layer's
-        (k, v) of these tokens."""
+        (k, v) of these tokens. ``bias``: with ``past``, a function of the attention dtype giving
+        these tokens' bias over the cached keys and their own, where the caller has it already
+        (decoding steps: ``seq2seq_views.StepBiases``); by default it is built from the descriptions."""
         x = self.embed(tokens, positions, segments)
         q = TokenDescription(kinds, steps, positions)
         k = q if past is None else past.describe(q)
@@ -383,7 +386,9 @@ class UniLMv2Transformer(nn.Module):
             # autocast runs the fused attention in its lower precision and would cast an fp32 bias
             # to it in every layer: make it in that dtype once (the same values reach the kernel)
             dtype = torch.get_autocast_dtype(x.device.type)
-        if flex:
+        if bias is not None:
+            plan = [PlanBlock(0, T, k.kinds.size(1), bias(dtype))]
+        elif flex:
             plan = self.flex_plan(q, dtype, prefix_len, shared_context)
         else:
             toeplitz = self.uses_toeplitz(layout, x.device, compiled)
