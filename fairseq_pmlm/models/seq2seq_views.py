@@ -210,7 +210,7 @@ class StepBiases:
         targets = TokenDescription(torch.full_like(at, ORIGINAL), (m + 1).expand(N, -1), at)
         keys = TokenDescription(*(torch.cat([a, b], 1) for a, b in zip(src, targets, strict=True)))
         bias = self.transformer.attention_bias(queries, keys.padded(BIAS_ALIGNMENT), dtype)
-        pseudo = TokenDescription(torch.full_like(at, PSEUDO), (m + 1).expand(N, -1), at)
+        pseudo = targets._replace(kinds=torch.full_like(at, PSEUDO))  # each step's [P], where its y goes later
         own = (r + 1) // 2  # the step whose [P] row r's step feeds
         bias[:, :, r, S + own] = self.transformer.attention_bias(queries, pseudo, dtype)[:, :, r, own]
         return bias
