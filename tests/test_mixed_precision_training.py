@@ -5,20 +5,24 @@
 - fairseq's ``--fp16`` (with ``--fp16-no-flatten-grads``: the flattened fp32 master copy
   is placed with ``torch.cuda.current_device()``) and ``--memory-efficient-fp16``: the model
   really is cast to fp16 and the trainer's loss scaling runs;
-- fairseq's ``FP16Optimizer`` / ``MemoryEfficientFP16Optimizer`` on an overflow.
+- fairseq's ``FP16Optimizer`` / ``MemoryEfficientFP16Optimizer`` on an overflow;
+- ``--bf16-autocast``'s weights cast in one batch: the same loss and gradients as autocast's casts.
 All fairseq-train runs share one process (``train_many``): 40 updates each, ~15 s in all.
 """
 import types
 
+import numpy as np
 import pytest
 import torch
 from fairseq import checkpoint_utils, options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.optim import FP16Optimizer, MemoryEfficientFP16Optimizer
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from fairseq_pmlm.tasks.autocast import AutocastConfig, BF16AutocastMixin
 
 from cli import checkpoints, memorisable_documents, preprocess, records, train_args, train_many
+from helpers import make_dataset, make_dictionary, random_documents, tiny_transformer, without_dropout
 
 UPDATES = 40
 # per logged update (fairseq rounds the loss to 3 decimals), in bits: the runs start from the
@@ -140,6 +144,65 @@ def test_bf16_autocast_runs_the_forward_in_bf16_and_the_backward_outside_with_fp
                     "grad": torch.float32, "weight": torch.float32}
     assert _spy_step(True, valid=True)["activation"] == torch.bfloat16
     assert _spy_step(False)["activation"] == _spy_step(False, valid=True)["activation"] == torch.float32
+
+
+class _Casts(TorchDispatchMode):
+    """Counts the casts (``_to_copy``), those of them that read a parameter, and the batched copies."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        self.casts = self.of_parameters = self.batched = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket is torch.ops.aten._to_copy:
+            self.casts += 1
+            self.of_parameters += args[0].untyped_storage().data_ptr() in self.storages
+        self.batched += func.overloadpacket is torch.ops.aten._foreach_copy_
+        return func(*args, **(kwargs or {}))
+
+
+def _bf16_autocast_step(batched):
+    """One forward (hidden states, then the LM head) and backward of a tiny UniLMv2 model on a
+    pre-training batch under bf16 autocast, through the task's train_step: the loss, the gradients,
+    the casts of parameters, the dtype of a layer's weight inside the forward, and the model."""
+    d = make_dictionary()
+    ds = make_dataset(random_documents(np.random.default_rng(0), d, 20), d, tokens_per_sample=48)
+    ni = ds.collater([ds[i] for i in range(4)])["net_input"]
+    model = without_dropout(tiny_transformer(len(d)))
+    if not batched:
+        model.autocast_weights = lambda: None  # autocast's own casts at each use
+    seen = {}
+
+    def criterion(m, sample):
+        x = m(ni["src_tokens"], ni["positions"], ni["segments"], ni["kinds"], ni["steps"], prefix_len=ni["prefix_len"])
+        seen["fc1 weight"] = m.layers[0].fc1.weight.dtype
+        return m.lm_head(x).float().logsumexp(-1).sum(), 1, {}
+
+    with _Casts(model) as casts:
+        loss = _Task(True).train_step(None, model, criterion, types.SimpleNamespace(backward=torch.Tensor.backward), 0)
+    grads = {n: p.grad for n, p in model.named_parameters()}
+    return loss.detach(), grads, casts, seen, model
+
+
+def test_bf16_autocast_casts_the_weights_in_one_batch_with_autocasts_loss_and_gradients_bit_for_bit():
+    want_loss, want_grads, autocast, seen, _ = _bf16_autocast_step(batched=False)
+    loss, grads, batch, seen_batched, model = _bf16_autocast_step(batched=True)
+    assert torch.equal(loss, want_loss)
+    assert grads.keys() == want_grads.keys() and all(g is not None for g in grads.values())
+    assert [n for n in grads if not torch.equal(grads[n], want_grads[n])] == []
+    # autocast: a weight cast at its use and its gradient cast back; batched: two copies for all, and
+    # the one parameter cast left is the LM head's output weight (the token embedding, summed in fp32)
+    weights = len(model.autocast_weights())
+    # 2 layers x (6 projections + 2 LayerNorms) x (weight, bias); the embeddings' LayerNorm; the head's dense, LayerNorm
+    assert weights == 2 * (2 * 8 + 3)
+    assert autocast.of_parameters == weights + 1 and autocast.batched == 0
+    assert batch.of_parameters == 1 and batch.batched == 2
+    assert autocast.casts - batch.casts == 2 * weights
+    assert seen == {"fc1 weight": torch.float32} and seen_batched == {"fc1 weight": torch.bfloat16}
+    # after the step the modules hold their fp32 parameters again
+    assert all(type(p) is torch.nn.Parameter and p.dtype == torch.float32 for p in model.parameters())
+    assert model.layers[0].fc1.weight is dict(model.named_parameters())["layers.0.fc1.weight"]
 
 
 def _fp16_cfg(*extra):

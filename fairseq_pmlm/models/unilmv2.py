@@ -218,6 +218,10 @@ class UniLMv2Model(BaseFairseqModel):
             x = x.flatten(0, 1).index_select(0, masked_tokens) if flat else x[masked_tokens]
         return self.transformer.lm_head(x), {}
 
+    def autocast_weights(self):
+        """The transformer's, for ``tasks/autocast.py``: see ``UniLMv2Transformer.autocast_weights``."""
+        return self.transformer.autocast_weights()
+
     def max_positions(self):
         return self.cfg.max_positions
 
