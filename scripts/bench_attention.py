@@ -15,6 +15,10 @@ relative bias) built once as the model builds it. Variants say where the time go
   ... dropout 0.1 the same with the paper's attention dropout (the rows above train without it)
   context block alone: one call at the batch's context shape, [B, H, P, P], forward + backward:
                   SDPA with the shared bias (needs a gradient), the Triton kernel, flash without bias
+  explicit        the SDPA plan, attention spelled out (scores, softmax in fp32, dropout, matmul:
+                  ``reference_attention``), which writes the scores SDPA's fused kernels recompute
+  appended block alone: one call at the batch's appended shape, [B, H, T-P, T], forward + backward:
+                  SDPA with the per-row bias (needs a gradient), spelled out, SDPA with the mask only
 
     python scripts/bench_attention.py [--smoke] [--steps 10] [--only TEXT ...]
 
@@ -37,7 +41,7 @@ with interruptible():
 
     from fairseq_pmlm.modules import flex_attention, toeplitz_attention
     from fairseq_pmlm.modules.attention_rule import TokenDescription
-    from fairseq_pmlm.modules.transformer import check_prefix_len
+    from fairseq_pmlm.modules.transformer import check_prefix_len, reference_attention
     from fairseq_pmlm.runtime.interrupts import one_line_exit
 
 # kernel options tried besides the module's own (fwd: query x key block; bwd: dK/dV pass M1 x N1, dQ pass M2 x N2)
@@ -120,6 +124,39 @@ def main(argv=None):
             y.float().sum().backward()
         return call
 
+    def explicit(timed):
+        """``timed`` with the layers' attention spelled out (``reference_attention``)."""
+        def call():
+            impls = [attn.impl for attn in attns]
+            for attn in attns:
+                attn.impl = "reference"
+            try:
+                timed()
+            finally:
+                for attn, impl in zip(attns, impls):
+                    attn.impl = impl
+        return call
+
+    # the appended block's inputs and its bias (per row, needs a gradient), as for the context block
+    appended = model.attention_plan(desc, desc, dtype, P, shared)[1:]
+    if appended:
+        app_bias = appended[0].bias.detach().requires_grad_()
+        app_q = torch.randn(B, T - P, H, s["dim"] // H, device=device, dtype=dtype).transpose(1, 2).requires_grad_()
+        app_kv = [torch.randn(B, T, H, s["dim"] // H, device=device, dtype=dtype).transpose(1, 2).requires_grad_()
+                  for _ in range(2)]
+
+    def appended_block(how):
+        """One call at the appended block's shape, forward + backward."""
+        def call():
+            dropout = attns[0].dropout
+            if how == "explicit":
+                y = reference_attention(app_q, *app_kv, app_bias, dropout, True)
+            else:
+                mask = app_bias if how == "sdpa" else app_bias.isfinite()
+                y = F.scaled_dot_product_attention(app_q, *app_kv, attn_mask=mask, dropout_p=dropout)
+            y.float().sum().backward()
+        return call
+
     def flex(detach=False, score_mod=True):
         def make():
             plan = model.flex_plan(desc, dtype, ni["prefix_len"])
@@ -148,6 +185,13 @@ def main(argv=None):
                       context_block(how), None, dropout)
                      for how, what in (("sdpa", "SDPA, shared bias with gradient"), ("triton", "Triton kernel"),
                                        ("none", "SDPA, no bias (flash)"))]
+    rows += [("explicit (the SDPA plan, attention spelled out)", explicit(run(sdpa())), None, 0.0),
+             ("explicit, attention dropout 0.1", explicit(run(sdpa())), None, 0.1)]
+    if appended:
+        rows += [(f"appended block alone: {what}", appended_block(how), None, 0.0)
+                 for how, what in (("sdpa", "SDPA, per-row bias with gradient"),
+                                   ("explicit", "spelled out, per-row bias with gradient"),
+                                   ("mask", "SDPA, mask only (no bias gradient)"))]
     if device == "cuda":
         rows += [("flex, forward only (no gradient)", run(flex(), False), None, 0.0),
                  ("flex (the module's kernel options)", run(flex()), None, 0.0),
@@ -157,29 +201,41 @@ def main(argv=None):
     if a.only:
         rows = [r for r in rows if any(text in r[0] for text in a.only)]
     out = []
-    for label, timed, options, dropout in rows:
-        for attn in attns:
-            attn.dropout = dropout
-        if options is not None:  # recompile with them
-            flex_attention.CUDA_KERNEL_OPTIONS.clear()
-            flex_attention.CUDA_KERNEL_OPTIONS.update(options)
-            torch._dynamo.reset()
-            flex_attention._state["compiled"] = None
-            flex_attention._state["backward_checked"].clear()
-        calls, start = attention_calls(), time.perf_counter()
-        try:
-            ms = 1000 * bench_pretrain.time_calls(timed, 0 if a.smoke else 2, a.steps)
-            ran = attention_ran(calls)
-            if label.startswith("context block alone"):  # one call, no plan: no SDPA beside the kernel
-                ran = ran.replace("Triton context block + SDPA", "Triton kernel")
-        except Exception as e:  # noqa: BLE001 - a variant that does not compile is a row, not the end
-            ms, ran = None, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"
-        # a fallback is this row's: the next tries flex (the kernel) again
-        flex_attention._state["failure"] = toeplitz_attention._state["failure"] = None
-        took = time.perf_counter() - start
-        out.append((label, ms, ran))
-        print(f"bench_attention: {label}: {'-' if ms is None else f'{ms:.1f} ms'} ({ran}; {took:.0f} s with compiling)",
-              file=sys.stderr, flush=True)
+    sdpa_calls, fused = [0], F.scaled_dot_product_attention
+
+    def counted(*args, **kwargs):  # which rows called SDPA ("ran")
+        sdpa_calls[0] += 1
+        return fused(*args, **kwargs)
+
+    F.scaled_dot_product_attention = counted
+    try:
+        for label, timed, options, dropout in rows:
+            for attn in attns:
+                attn.dropout = dropout
+            if options is not None:  # recompile with them
+                flex_attention.CUDA_KERNEL_OPTIONS.clear()
+                flex_attention.CUDA_KERNEL_OPTIONS.update(options)
+                torch._dynamo.reset()
+                flex_attention._state["compiled"] = None
+                flex_attention._state["backward_checked"].clear()
+            calls, before, start = attention_calls(), sdpa_calls[0], time.perf_counter()
+            try:
+                ms = 1000 * bench_pretrain.time_calls(timed, 0 if a.smoke else 2, a.steps)
+                ran = attention_ran(calls)
+                if label.startswith("context block alone"):  # one call, no plan: no SDPA beside the kernel
+                    ran = ran.replace("Triton context block + SDPA", "Triton kernel")
+                if ran == "SDPA" and sdpa_calls[0] == before:  # no fused call: attention spelled out
+                    ran = "explicit"
+            except Exception as e:  # noqa: BLE001 - a variant that does not compile is a row, not the end
+                ms, ran = None, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"
+            # a fallback is this row's: the next tries flex (the kernel) again
+            flex_attention._state["failure"] = toeplitz_attention._state["failure"] = None
+            took = time.perf_counter() - start
+            out.append((label, ms, ran))
+            print(f"bench_attention: {label}: {'-' if ms is None else f'{ms:.1f} ms'} ({ran}; "
+                  f"{took:.0f} s with compiling)", file=sys.stderr, flush=True)
+    finally:
+        F.scaled_dot_product_attention = fused
     print(f"\ndevice: {name}; commit: {commit()}; torch {torch.__version__}; {s['layers']} layers' attention "
           f"(q/k/v/out projections included), batch {B} x {T} tokens ({ni['prefix_len']} context), "
           f"{s['heads']} heads, fp16 on CUDA; forward + backward unless said, median of {a.steps}; context "

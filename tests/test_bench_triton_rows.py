@@ -13,18 +13,21 @@ from cli import REPO
 
 def test_bench_attention_smoke_prints_the_sdpa_and_the_triton_rows_each_naming_the_path_it_ran(capsys, monkeypatch):
     """``scripts/bench_attention.py --smoke`` (in-process): its SDPA rows, and its Triton kernel rows
-    under Triton's interpreter (conftest.py), on the CPU (flex rows are CUDA-only). Each Triton row
-    ran the kernel (and only the kernel's rows did), and so did the context block alone's."""
+    under Triton's interpreter (conftest.py), its rows with attention spelled out, and the blocks
+    alone, on the CPU (flex rows are CUDA-only). Each Triton row ran the kernel (and only the kernel's
+    rows did), and so did the context block alone's; the spelled-out rows ran no fused kernel."""
     monkeypatch.syspath_prepend(os.path.join(REPO, "scripts"))
     import bench_attention
 
     bench_attention.main(["--smoke", "--steps", "1"])
     out = capsys.readouterr().out
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| ")]
-    assert rows[0] == ["variant", "ms", "ran"] and len(rows) == 1 + 4 + 4 + 6, out
+    assert rows[0] == ["variant", "ms", "ran"] and len(rows) == 1 + 4 + 4 + 6 + 2 + 3, out
     assert all(number(r[1]) > 0 for r in rows[1:]), out
     for name, _ms, ran in rows[1:]:
-        if name.startswith("context block alone"):
+        if name.startswith("explicit") or "spelled out" in name:
+            assert ran == "explicit", (name, ran)
+        elif name.startswith("context block alone"):
             assert ran == ("Triton kernel" if name.endswith("Triton kernel") else "SDPA"), (name, ran)
         else:
             assert ran == ("Triton context block + SDPA" if name.startswith("triton") else "SDPA"), (name, ran)
