@@ -462,3 +462,51 @@ def test_under_bf16_autocast_a_shared_context_bias_trains_as_the_per_row_one(dic
     assert torch.equal(h_shared, h_rows)
     assert g_rows.abs().max() > 0
     assert (g_shared - g_rows).abs().max() <= 2e-2 * g_rows.abs().max(), (g_shared - g_rows).abs().max()
+
+
+class _KernelLayoutGrad(torch.autograd.Function):
+    """The identity, whose gradient comes out as CUDA's fused attention kernels give theirs: a
+    [B, H, T, D] view of [B, T, H, D] memory."""
+
+    @staticmethod
+    def forward(ctx, t):
+        return t.view_as(t)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+def test_q_k_and_v_gradients_reach_the_projections_in_their_layout_with_no_copy(dictionary, monkeypatch):
+    """A layer's q, k and v are [B, H, T, D] views of the projections' [B, T, H, D] outputs, cut into
+    the plan's blocks. With gradients from the attention kernel as CUDA's give them, each gradient
+    that reaches a projection's [B, T, H, D] output is contiguous there (its matmul reads it as it is,
+    no copy), and the model's outputs and gradients are those of the plain path."""
+    from fairseq_pmlm.modules.transformer import SelfAttention
+
+    from helpers import forward_backward, without_dropout
+
+    ni = random_batches(dictionary, 5, n_batches=1, size=4)[0]["net_input"]
+    plain = without_dropout(tiny_transformer(len(dictionary), 32))
+    want = forward_backward(plain, ni)
+    fused = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention",
+                        lambda q, k, v, **kw: fused(*map(_KernelLayoutGrad.apply, (q, k, v)), **kw))
+    layouts = []
+
+    def recording_split(self, x):
+        B, T, _ = x.shape
+        t = x.view(B, T, self.heads, self.head_dim)
+        t.register_hook(lambda g: layouts.append(g.is_contiguous()))
+        return t.transpose(1, 2)
+
+    monkeypatch.setattr(SelfAttention, "_split", recording_split)
+    model = without_dropout(tiny_transformer(len(dictionary), 32))
+    assert ni["prefix_len"] < ni["kinds"].size(1)  # two blocks: the cut rows
+    assert torch.equal(forward_backward(model, ni), want)
+    assert layouts == [True] * 3 * len(model.layers)
+    grads = dict(plain.named_parameters())
+    for name, p in model.named_parameters():
+        want_grad = grads[name].grad
+        assert (p.grad is None) == (want_grad is None), name
+        assert p.grad is None or torch.allclose(p.grad, want_grad, rtol=1e-5, atol=1e-7), name

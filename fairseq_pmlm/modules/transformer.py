@@ -97,8 +97,8 @@ class SelfAttention(nn.Module):
         if past is not None:
             k, v = past(k, v)
         ys = []
-        for start, end, key_end, bias in plan:
-            qb, kb, vb = _rows(q, start, end), _rows(k, 0, key_end), _rows(v, 0, key_end)
+        for qb, (_, _, key_end, bias) in zip(_query_blocks(q, plan), plan):
+            kb, vb = _rows(k, key_end), _rows(v, key_end)
             if isinstance(bias, toeplitz_attention.ToeplitzBias):
                 y = toeplitz_attention.attend(qb, kb, vb, bias.table, p, bias.expanded)
                 if y is not None:
@@ -116,10 +116,27 @@ class SelfAttention(nn.Module):
         return self.out(y.reshape(B, T, -1)), new_kv
 
 
-def _rows(t, start, end):
-    """t[:, :, start:end] of a [B, H, T, D] tensor; t itself where that is all of it (one block, as in
-    every decoding step: a slice is a call, and decoding is bound by calls)."""
-    return t if start == 0 and end == t.size(2) else t[:, :, start:end]
+# Both cut q, k and v, [B, H, T, D] views of the projections' [B, T, H, D] outputs, along T in that
+# layout, not in [B, H, T, D]: the same views, but in the backward q's gradient is one join of the
+# blocks' gradients, in the layout the projection's matmul reads as it is. Cut in [B, H, T, D], each
+# block's q gradient was zero-filled to the whole tensor, the two summed, and the sum copied into
+# [B, T, H, D]: per layer two zero-fills, two copies, a sum and a copy of q's whole gradient, where
+# one join is left (on a GPU, whose fused kernels give gradients in [B, T, H, D] memory).
+
+
+def _query_blocks(q, plan):
+    """Each block's query rows of ``q``: one split of its [B, T, H, D] layout (a join in the backward);
+    q itself for one block (every decoding step: a split is a call, and decoding is bound by calls)."""
+    if len(plan) == 1:
+        return [q]
+    sizes = [block.query_end - block.query_start for block in plan]
+    return [t.transpose(1, 2) for t in q.transpose(1, 2).split(sizes, 1)]
+
+
+def _rows(t, end):
+    """The first ``end`` rows (keys) of ``t``, cut in its [B, T, H, D] layout; t itself where that is all
+    of it (decoding steps: no calls)."""
+    return t if end == t.size(2) else t.transpose(1, 2)[:, :end].transpose(1, 2)
 
 
 def reference_attention(q, k, v, attn_bias, dropout_p=0.0, training=False):
