@@ -98,7 +98,8 @@ def main(argv=None):
 
     def sdpa(bias=True, share=shared, toeplitz=False):
         def make():
-            plan = model.attention_plan(desc, desc, dtype, ni["prefix_len"], share, toeplitz)
+            plan = model.attention_plan(desc, desc, dtype, ni["prefix_len"], share, toeplitz,
+                                        share and layout.contiguous)
             return plan if bias else [b._replace(bias=b.bias.isfinite()) for b in plan]
         return make
 
@@ -108,7 +109,7 @@ def main(argv=None):
     # model builds them once for its 12 layers
     qkv = [torch.randn(B, P, H, s["dim"] // H, device=device, dtype=dtype).transpose(1, 2).requires_grad_()
            for _ in range(3)]
-    bias = model.attention_plan(desc, desc, dtype, P, True)[0].bias.detach().requires_grad_()
+    bias = model.attention_plan(desc, desc, dtype, P, True, False, layout.contiguous)[0].bias.detach().requires_grad_()
     table = model.distance_table(P, device).detach().requires_grad_()
 
     def context_block(how):

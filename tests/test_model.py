@@ -313,13 +313,10 @@ def test_under_autocast_the_bias_is_made_in_the_attention_dtype_with_the_same_ou
     seen = []
     plan = model.attention_plan
     monkeypatch.setattr(model, "attention_plan",
-                        lambda q, k, dtype, p=None, shared=False, toeplitz=False:
-                        seen.append(dtype) or plan(q, k, dtype, p, shared, toeplitz))
+                        lambda q, k, dtype, *rest: seen.append(dtype) or plan(q, k, dtype, *rest))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         ours = hidden(model, ni)
-        monkeypatch.setattr(model, "attention_plan",
-                            lambda q, k, dtype, p=None, shared=False, toeplitz=False:
-                            plan(q, k, torch.float32, p, shared, toeplitz))
+        monkeypatch.setattr(model, "attention_plan", lambda q, k, dtype, *rest: plan(q, k, torch.float32, *rest))
         fp32_bias = hidden(model, ni)
     assert seen == [torch.bfloat16]
     assert torch.equal(ours, fp32_bias)
@@ -510,3 +507,31 @@ def test_q_k_and_v_gradients_reach_the_projections_in_their_layout_with_no_copy(
         want_grad = grads[name].grad
         assert (p.grad is None) == (want_grad is None), name
         assert p.grad is None or torch.allclose(p.grad, want_grad, rtol=1e-5, atol=1e-7), name
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+def test_a_shared_contiguous_contexts_bias_read_from_the_windows_is_the_rules_bias_and_gradient(dictionary, dtype):
+    """``context_bias`` (a context shared by the batch at contiguous positions) equals the bias
+    ``attention_bias`` builds for that block from its description, bit for bit, and so does the
+    relative bias weights' gradient through it; its rows 8-aligned. Lengths that are and are not a
+    multiple of 8, positions that do not start at 0, the model's last position."""
+    from fairseq_pmlm.modules.attention_rule import CONTEXT
+
+    model = tiny_transformer(len(dictionary), 32).to(dtype)
+    limit = model.shape.max_positions
+    for P, start in ((1, 0), (5, 0), (8, 3), (13, 40), (64, 0), (70, limit - 70)):
+        positions = torch.arange(start, start + P).unsqueeze(0)
+        desc = TokenDescription(torch.full((1, P), CONTEXT), torch.zeros(1, P, dtype=torch.long), positions)
+        upstream = torch.randn(1, model.shape.encoder_attention_heads, P, P, dtype=dtype,
+                               generator=torch.Generator().manual_seed(P))
+        results = []
+        for rule in (True, False):
+            model.zero_grad()
+            bias = model.attention_bias(desc, desc, dtype) if rule else model.context_bias(P, dtype, "cpu")
+            (bias * upstream).sum().backward()
+            results.append((bias.detach(), model.rel_pos_bias.weight.grad.clone()))
+        (want, want_grad), (got, got_grad) = results
+        assert got.shape == want.shape == (1, model.shape.encoder_attention_heads, P, P)
+        assert torch.equal(got, want), (P, start)
+        assert got.stride(-2) % 8 == 0 and got.stride(-1) == 1
+        assert torch.equal(got_grad, want_grad), (P, start)

@@ -13,6 +13,7 @@ and incremental decoding (§5: the cached keys keep their kind/step). The table:
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 
 PAD, CONTEXT, PSEUDO, ORIGINAL = 0, 1, 2, 3
 
@@ -39,8 +40,7 @@ class TokenDescription(NamedTuple):
         extra = -self.kinds.size(1) % multiple
         if not extra:
             return self
-        return TokenDescription(*(torch.cat([t, t.new_full((t.size(0), extra), PAD if t is self.kinds else 0)], 1)
-                                  for t in self))
+        return TokenDescription(*(F.pad(t, (0, extra), value=PAD if t is self.kinds else 0) for t in self))
 
 
 def attention_allowed(q_kind, q_step, k_kind, k_step):

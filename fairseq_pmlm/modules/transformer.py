@@ -266,7 +266,7 @@ class UniLMv2Transformer(nn.Module):
         if self.rel_pos_bias is None:
             return allowed[..., :Tk]
         bias = self.relative_bias(q.positions, k.positions, dtype)
-        return bias.masked_fill(~allowed, float("-inf"))[..., :Tk]
+        return torch.where(allowed, bias, float("-inf"))[..., :Tk]
 
     def relative_bias(self, q_pos, k_pos, dtype, bound=None):
         """The bias [B, H, Tq, Tk] of key position minus query position, without indexing the
@@ -287,6 +287,20 @@ class UniLMv2Transformer(nn.Module):
         rows = windows[P - 1 - q_pos].permute(0, 2, 1, 3)  # [B, H, Tq, P]
         B, H, Tq, _ = rows.shape
         return rows.gather(-1, k_pos[:, None, None, :].expand(B, H, Tq, k_pos.size(1)))
+
+    def context_bias(self, P, dtype, device):
+        """The bias [1, H, P, P] of a context shared by the batch at contiguous positions: every key is
+        visible (no mask), and query i reads the distance table at j - i for key j, which is the table's
+        window of P that starts at distance -i. So the windows, in reverse order, are the bias: the
+        values ``attention_bias`` gives that block, without its rule over the pairs, its gather per
+        key and its mask. Worked example, P = 3 (rows padded to 8 columns aside):
+          table   = distances -2 .. 2                 [t0 t1 t2 t3 t4]
+          windows = [t0 t1 t2], [t1 t2 t3], [t2 t3 t4] (start at distance -2, -1, 0)
+          bias    = query 0 [t2 t3 t4], query 1 [t1 t2 t3], query 2 [t0 t1 t2]"""
+        W = P + (-P % BIAS_ALIGNMENT)  # windows of W columns: the rows' stride aligned for fused attention
+        windows = self.distance_table(W, device).unfold(1, W, 1)  # [H, W, W]: window w starts at w + 1 - W
+        rows = windows.index_select(1, torch.arange(W - 1, W - 1 - P, -1, device=device))  # query i: w = W-1-i
+        return rows.to(dtype)[..., :P].unsqueeze(0)
 
     def position_bound(self, q_pos, k_pos):
         return self.shape.max_positions if q_pos.is_cuda else int(torch.maximum(q_pos.max(), k_pos.max())) + 1
@@ -348,7 +362,7 @@ class UniLMv2Transformer(nn.Module):
         return self.drop(self.embed_ln(x))
 
     def attention_plan(self, q: TokenDescription, k: TokenDescription, dtype, prefix_len=None, shared_context=False,
-                       toeplitz=False):
+                       toeplitz=False, contiguous_context=False):
         """Which query rows attend to which key prefix, with what bias: a list of ``PlanBlock``.
 
         With ``prefix_len`` (the padded context length, context first in every row: checked by
@@ -365,6 +379,10 @@ class UniLMv2Transformer(nn.Module):
         512 tokens, 12 heads: 3.1M bias cells to build and reduce the gradient of, not 100M. Without
         relative positions such a block needs no mask either (every context key is visible): None.
 
+        ``contiguous_context`` (with ``shared_context``): the context's positions are p, p+1, ...
+        (``check_prefix_len`` tells), so its bias is read from the distance table's windows as they
+        are (``context_bias``): no rule, no gather per key, no mask, the same values.
+
         ``toeplitz`` (with ``shared_context``, relative positions and the context's positions
         contiguous): that block's bias is a ``ToeplitzBias``, the [H, 2P-1] distance table the
         Triton kernel reads, materialised as above only where the kernel cannot run.
@@ -372,15 +390,18 @@ class UniLMv2Transformer(nn.Module):
         Tq, Tk = q.kinds.size(1), k.kinds.size(1)
         if prefix_len is None or Tq != Tk:
             return [PlanBlock(0, Tq, Tk, self.attention_bias(q, k, dtype))]
-        ctx = q.columns(0, prefix_len)
-        if shared_context:
-            ctx = ctx.first_row()
+        device = q.positions.device
         if toeplitz:
-            bias = toeplitz_attention.ToeplitzBias(self.distance_table(prefix_len, q.positions.device),
-                                                   lambda: self.attention_bias(ctx, ctx, dtype))
+            bias = toeplitz_attention.ToeplitzBias(self.distance_table(prefix_len, device),
+                                                   lambda: self.context_bias(prefix_len, dtype, device))
         elif shared_context and self.rel_pos_bias is None:
             bias = None
+        elif shared_context and contiguous_context:
+            bias = self.context_bias(prefix_len, dtype, device)
         else:
+            ctx = q.columns(0, prefix_len)
+            if shared_context:
+                ctx = ctx.first_row()
             bias = self.attention_bias(ctx, ctx, dtype)
         blocks = [PlanBlock(0, prefix_len, prefix_len, bias)]
         if prefix_len < Tq:
@@ -421,7 +442,8 @@ class UniLMv2Transformer(nn.Module):
             plan = self.flex_plan(q, dtype, prefix_len, shared_context)
         else:
             toeplitz = self.uses_toeplitz(layout, x.device, compiled)
-            plan = self.attention_plan(q, k, dtype, prefix_len, shared_context, toeplitz)
+            plan = self.attention_plan(q, k, dtype, prefix_len, shared_context, toeplitz,
+                                       shared_context and layout.contiguous)
         assert past is None or len(plan) == 1, "with cached keys every query attends over all keys: one block"
         kvs = []
         for i, layer in enumerate(self.layers):
