@@ -162,22 +162,27 @@ class _Casts(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _bf16_autocast_step(batched):
-    """One forward (hidden states, then the LM head) and backward of a tiny UniLMv2 model on a
-    pre-training batch under bf16 autocast, through the task's train_step: the loss, the gradients,
-    the casts of parameters, the dtype of a layer's weight inside the forward, and the model."""
+def _bf16_autocast_step(batched, uses):
+    """Forwards (hidden states, then the LM head) and a backward of a tiny UniLMv2 model on a
+    pre-training batch under bf16 autocast, through the task's train_step, the model run ``uses``
+    times (a sequence-to-sequence forward runs the layers over the source and then the target): the
+    loss, the gradients, the casts, the dtype of a layer's weight inside the forward, and the model."""
     d = make_dictionary()
     ds = make_dataset(random_documents(np.random.default_rng(0), d, 20), d, tokens_per_sample=48)
-    ni = ds.collater([ds[i] for i in range(4)])["net_input"]
+    batches = [ds.collater([ds[i] for i in range(4 * u, 4 * u + 4)])["net_input"] for u in range(uses)]
     model = without_dropout(tiny_transformer(len(d)))
     if not batched:
         model.autocast_weights = lambda: None  # autocast's own casts at each use
     seen = {}
 
     def criterion(m, sample):
-        x = m(ni["src_tokens"], ni["positions"], ni["segments"], ni["kinds"], ni["steps"], prefix_len=ni["prefix_len"])
+        loss = 0
+        for ni in batches:  # other inputs each time: a weight's gradients from its uses differ
+            x = m(ni["src_tokens"], ni["positions"], ni["segments"], ni["kinds"], ni["steps"],
+                  prefix_len=ni["prefix_len"])
+            loss = loss + m.lm_head(x).float().logsumexp(-1).sum()
         seen["fc1 weight"] = m.layers[0].fc1.weight.dtype
-        return m.lm_head(x).float().logsumexp(-1).sum(), 1, {}
+        return loss, 1, {}
 
     with _Casts(model) as casts:
         loss = _Task(True).train_step(None, model, criterion, types.SimpleNamespace(backward=torch.Tensor.backward), 0)
@@ -185,19 +190,21 @@ def _bf16_autocast_step(batched):
     return loss.detach(), grads, casts, seen, model
 
 
-def test_bf16_autocast_casts_the_weights_in_one_batch_with_autocasts_loss_and_gradients_bit_for_bit():
-    want_loss, want_grads, autocast, seen, _ = _bf16_autocast_step(batched=False)
-    loss, grads, batch, seen_batched, model = _bf16_autocast_step(batched=True)
+@pytest.mark.parametrize("uses", [1, 2])
+def test_bf16_autocast_casts_the_weights_in_one_batch_with_autocasts_loss_and_gradients_bit_for_bit(uses):
+    want_loss, want_grads, autocast, seen, _ = _bf16_autocast_step(batched=False, uses=uses)
+    loss, grads, batch, seen_batched, model = _bf16_autocast_step(batched=True, uses=uses)
     assert torch.equal(loss, want_loss)
     assert grads.keys() == want_grads.keys() and all(g is not None for g in grads.values())
     assert [n for n in grads if not torch.equal(grads[n], want_grads[n])] == []
-    # autocast: a weight cast at its use and its gradient cast back; batched: two copies for all, and
-    # the one parameter cast left is the LM head's output weight (the token embedding, summed in fp32)
+    # the projections: 2 layers x 6, and the head's dense, x (weight, bias). Autocast casts each once
+    # a forward, however often used, and its gradient back; batched: two copies for all of them. The
+    # parameter casts left: the LM head's output weight (once) and the LayerNorms' weights and biases
+    # at each use (2 layers x 2, the embeddings' and the head's: 12)
     weights = len(model.autocast_weights())
-    # 2 layers x (6 projections + 2 LayerNorms) x (weight, bias); the embeddings' LayerNorm; the head's dense, LayerNorm
-    assert weights == 2 * (2 * 8 + 3)
-    assert autocast.of_parameters == weights + 1 and autocast.batched == 0
-    assert batch.of_parameters == 1 and batch.batched == 2
+    assert weights == 2 * (2 * 6 + 1)
+    assert autocast.of_parameters == weights + 1 + 12 * uses and autocast.batched == 0
+    assert batch.of_parameters == 1 + 12 * uses and batch.batched == 2
     assert autocast.casts - batch.casts == 2 * weights
     assert seen == {"fc1 weight": torch.float32} and seen_batched == {"fc1 weight": torch.bfloat16}
     # after the step the modules hold their fp32 parameters again

@@ -237,16 +237,19 @@ class UniLMv2Transformer(nn.Module):
         self.apply(self._init_weights)
 
     def autocast_weights(self):
-        """(module, name) of each parameter that autocast casts to its dtype at its one use in a forward:
-        the projections' and LayerNorms' weights and biases. Not the embeddings (summed in fp32), the
-        relative bias's weights (their table is fp32), the LM head's output weight (the token embedding,
-        used twice) or its bias (added in fp32). None with compiled layers (torch.compile would guard on
-        the cast tensors, new each forward). ``tasks/autocast.py`` casts them in one batch."""
+        """(module, name) of each parameter that autocast casts to its dtype once a forward: the
+        projections' weights and biases (F.linear's casts, which autocast's cache keeps for every use
+        in the forward, so that the gradients of a weight used twice are summed in its dtype, as
+        here). Not the LayerNorms' (``LayerNorm`` casts at each use, outside that cache: a weight used
+        twice, as the layers are in a sequence-to-sequence forward, has its gradients summed in fp32),
+        the embeddings (summed in fp32), the relative bias's weights (their table is fp32), the LM
+        head's output weight (the token embedding, also looked up) or its bias (added in fp32). None
+        with compiled layers (torch.compile would guard on the cast tensors, new each forward).
+        ``tasks/autocast.py`` casts them in one batch."""
         if self.compile_layers:
             return None
         linears = [m for m in self.modules() if isinstance(m, nn.Linear) and m is not self.rel_pos_bias]
-        norms = [m for m in self.modules() if isinstance(m, LayerNorm)]
-        return [(m, n) for m in linears + norms for n in ("weight", "bias") if getattr(m, n) is not None]
+        return [(m, n) for m in linears for n in ("weight", "bias") if getattr(m, n) is not None]
 
     @staticmethod
     def _init_weights(m):
