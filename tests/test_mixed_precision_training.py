@@ -162,7 +162,7 @@ class _Casts(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _bf16_autocast_step(batched, uses):
+def _bf16_autocast_step(batched, uses, frozen=()):
     """Forwards (hidden states, then the LM head) and a backward of a tiny UniLMv2 model on a
     pre-training batch under bf16 autocast, through the task's train_step, the model run ``uses``
     times (a sequence-to-sequence forward runs the layers over the source and then the target): the
@@ -171,6 +171,8 @@ def _bf16_autocast_step(batched, uses):
     ds = make_dataset(random_documents(np.random.default_rng(0), d, 20), d, tokens_per_sample=48)
     batches = [ds.collater([ds[i] for i in range(4 * u, 4 * u + 4)])["net_input"] for u in range(uses)]
     model = without_dropout(tiny_transformer(len(d)))
+    for name in frozen:
+        model.get_parameter(name).requires_grad_(False)
     if not batched:
         model.autocast_weights = lambda: None  # autocast's own casts at each use
     seen = {}
@@ -210,6 +212,17 @@ def test_bf16_autocast_casts_the_weights_in_one_batch_with_autocasts_loss_and_gr
     # after the step the modules hold their fp32 parameters again
     assert all(type(p) is torch.nn.Parameter and p.dtype == torch.float32 for p in model.parameters())
     assert model.layers[0].fc1.weight is dict(model.named_parameters())["layers.0.fc1.weight"]
+
+
+def test_bf16_autocast_leaves_a_frozen_weight_to_autocast_without_a_gradient():
+    """A weight that needs no gradient is not in the batch: the forward makes no weight gradient for
+    it (nor would autocast's cast), and the others' gradients are autocast's, bit for bit."""
+    frozen = ("layers.0.fc1.weight", "layers.1.attn.query.bias")
+    _, want_grads, autocast, _, _ = _bf16_autocast_step(batched=False, uses=1, frozen=frozen)
+    _, grads, batch, _, model = _bf16_autocast_step(batched=True, uses=1, frozen=frozen)
+    assert [n for n in frozen if grads[n] is not None or want_grads[n] is not None] == []
+    assert [n for n in grads if n not in frozen and not torch.equal(grads[n], want_grads[n])] == []
+    assert batch.of_parameters == 1 + 12 + len(frozen)  # the head's output weight, LayerNorms, the frozen two
 
 
 def _fp16_cfg(*extra):

@@ -43,15 +43,17 @@ def bf16_autocast(model):
 
 @contextlib.contextmanager
 def weights_cast_once(model, dtype):
-    """Runs the block with the weights that autocast casts at their use (``model.autocast_weights()``:
+    """Runs the block with the weights that autocast casts once a forward (``model.autocast_weights()``:
     (module, name) pairs) already cast to ``dtype``, by one batched copy, their gradients widened back
-    by another (``_CastOnce``). Autocast casts each weight at its use: for a base-size model ~200
-    copies forward and ~200 back an update, each shorter than its launch on a GPU. The same numbers
-    either way: each weight gets the same rounding to ``dtype``, each gradient the same widening.
-    A model without that method (or returning None), or with weights other than fp32 (autocast
-    leaves float64 alone), runs as it is."""
+    by another (``_CastOnce``). Autocast casts each at its first use: for a base-size model ~150
+    copies forward and ~150 back an update, each shorter than its launch on a GPU. The same numbers
+    either way: each weight gets the same rounding to ``dtype``, each gradient the same widening
+    (which weights qualify: ``UniLMv2Transformer.autocast_weights``). Frozen weights (no gradient)
+    are left to autocast: cast here they would get gradients computed for nothing. A model without
+    that method (or returning None), or with weights other than fp32 (autocast leaves float64
+    alone), runs as it is."""
     find = getattr(model, "autocast_weights", None)
-    slots = (find() if find is not None else None) or []
+    slots = [(m, n) for m, n in (find() if find is not None else None) or [] if m._parameters[n].requires_grad]
     weights = [m._parameters[n] for m, n in slots]
     if not weights or any(w.dtype != torch.float32 for w in weights):
         yield
