@@ -98,8 +98,7 @@ def main(argv=None):
 
     def sdpa(bias=True, share=shared, toeplitz=False):
         def make():
-            plan = model.attention_plan(desc, desc, dtype, ni["prefix_len"], share, toeplitz,
-                                        share and layout.contiguous)
+            plan = model.attention_plan(desc, desc, dtype, ni["prefix_len"], layout if share else None, toeplitz)
             return plan if bias else [b._replace(bias=b.bias.isfinite()) for b in plan]
         return make
 
@@ -109,7 +108,7 @@ def main(argv=None):
     # model builds them once for its 12 layers
     qkv = [torch.randn(B, P, H, s["dim"] // H, device=device, dtype=dtype).transpose(1, 2).requires_grad_()
            for _ in range(3)]
-    bias = model.attention_plan(desc, desc, dtype, P, True, False, layout.contiguous)[0].bias.detach().requires_grad_()
+    bias = model.attention_plan(desc, desc, dtype, P, layout)[0].bias.detach().requires_grad_()
     table = model.distance_table(P, device).detach().requires_grad_()
 
     def context_block(how):
@@ -139,7 +138,7 @@ def main(argv=None):
         return call
 
     # the appended block's inputs and its bias (per row, needs a gradient), as for the context block
-    appended = model.attention_plan(desc, desc, dtype, P, shared)[1:]
+    appended = model.attention_plan(desc, desc, dtype, P, layout)[1:]
     if appended:
         app_bias = appended[0].bias.detach().requires_grad_()
         app_q = torch.randn(B, T - P, H, s["dim"] // H, device=device, dtype=dtype).transpose(1, 2).requires_grad_()

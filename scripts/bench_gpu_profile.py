@@ -271,7 +271,7 @@ def profile_update(s, args, device, ran):
     toeplitz = transformer.uses_toeplitz(layout, ni["kinds"].device, transformer.compile_layers)
 
     def bias_pass():
-        plan = transformer.attention_plan(q, q, dtype, P, shared, toeplitz, shared and layout.contiguous)
+        plan = transformer.attention_plan(q, q, dtype, P, layout, toeplitz)
         out = [b.bias.table if isinstance(b.bias, toeplitz_attention.ToeplitzBias) else b.bias.expand(B, -1, -1, -1)
                for b in plan if b.bias is not None]
         out = [b for b in out if b.requires_grad]

@@ -404,7 +404,8 @@ def test_a_batch_of_alike_contexts_builds_one_context_bias_for_every_row_with_th
     assert p < ni["kinds"].size(1) and not (ni["kinds"][:, :p] == PAD).any()
     assert transformer.check_prefix_len(p, ni["kinds"], ni["positions"]).shared is True
     desc = TokenDescription(ni["kinds"], ni["steps"], ni["positions"])
-    shared = fast.attention_plan(desc, desc, torch.float32, p, shared_context=True)
+    # shared, positions not taken as contiguous: the rule's bias over the first row
+    shared = fast.attention_plan(desc, desc, torch.float32, p, transformer.ContextLayout(shared=True, contiguous=False))
     per_row = fast.attention_plan(desc, desc, torch.float32, p)
     if buckets is None:
         assert shared[0].bias is None and per_row[0].bias.all()

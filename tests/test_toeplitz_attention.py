@@ -215,7 +215,8 @@ def test_the_plan_hands_the_kernel_only_a_shared_context_with_contiguous_positio
         layout = check_prefix_len(P, ni["kinds"], positions)
         assert layout.shared and layout.contiguous == toeplitz
         desc = TokenDescription(ni["kinds"], ni["steps"], positions)
-        plan = model.attention_plan(desc, desc, torch.float32, P, True, layout.contiguous)
+        uses = model.uses_toeplitz(layout, desc.kinds.device)
+        plan = model.attention_plan(desc, desc, torch.float32, P, layout, uses)
         assert isinstance(plan[0].bias, ta.ToeplitzBias) == toeplitz
 
 

@@ -1,8 +1,8 @@
 """The shared context block's attention as one Triton kernel, opt-in (``attention_impl="triton"``;
 docs/DESIGN.md §2).
 
-In pre-training every row's context is the same block of contiguous positions (``shared_context``
-with ``check_prefix_len``'s ``contiguous``), so its relative-position bias depends only on key
+In pre-training every row's context is the same block of contiguous positions (``check_prefix_len``'s
+``ContextLayout``, shared and contiguous), so its relative-position bias depends only on key
 index minus query index: bias[h, i, j] = table[h, j - i + N - 1], a Toeplitz matrix per head.
 PyTorch's fused kernels take such a bias only materialised, and only the memory-efficient one
 returns its gradient, by writing dS (a [B, H, N, N] tensor) and reducing it over the batch: on an

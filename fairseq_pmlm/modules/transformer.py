@@ -358,20 +358,20 @@ class UniLMv2Transformer(nn.Module):
         return (self.attention_impl == "triton" and layout is not None and layout.shared and layout.contiguous
                 and not compiled and self.rel_pos_bias is not None and toeplitz_attention.available(device))
 
-    def flex_plan(self, q: TokenDescription, dtype, prefix_len=None, shared_context=False):
+    def flex_plan(self, q: TokenDescription, dtype, prefix_len=None, layout=None):
         """The flex path's plan: one block mask and score_mod for the whole sequence, and the
         SDPA plan built only if flex fails."""
         # the model's position limit, not the batch's: no device sync, and one table shape, so the
         # compiled kernel is not recompiled for each batch's longest row
         table = None if self.rel_pos_bias is None else self.distance_table(self.shape.max_positions, q.positions.device)
-        return flex_attention.FlexPlan(q, table, lambda: self.attention_plan(q, q, dtype, prefix_len, shared_context))
+        return flex_attention.FlexPlan(q, table, lambda: self.attention_plan(q, q, dtype, prefix_len, layout))
 
     def embed(self, tokens, positions, segments):
         x = self.embed_tokens(tokens) + self.embed_positions(positions) + self.embed_segments(segments)
         return self.drop(self.embed_ln(x))
 
-    def attention_plan(self, q: TokenDescription, k: TokenDescription, dtype, prefix_len=None, shared_context=False,
-                       toeplitz=False, contiguous_context=False):
+    def attention_plan(self, q: TokenDescription, k: TokenDescription, dtype, prefix_len=None,
+                       layout: "ContextLayout | None" = None, toeplitz=False):
         """Which query rows attend to which key prefix, with what bias: a list of ``PlanBlock``.
 
         With ``prefix_len`` (the padded context length, context first in every row: checked by
@@ -382,30 +382,32 @@ class UniLMv2Transformer(nn.Module):
         Otherwise one block over all keys: every caller but pre-training, a batch with no
         appended part, and always with cached keys (Tk > Tq), which decoding relies on.
 
-        ``shared_context`` (with ``prefix_len``; ``check_prefix_len`` tells): every row's context is
-        the same, no padding and the same positions, so the context block's bias is every row's:
-        it is built once, [1, H, P, P], and broadcast. Worked example, a batch of 32 contexts of
-        512 tokens, 12 heads: 3.1M bias cells to build and reduce the gradient of, not 100M. Without
-        relative positions such a block needs no mask either (every context key is visible): None.
+        ``layout`` (with ``prefix_len``: what ``check_prefix_len`` found; None: nothing shared) says
+        which context bias serves every row:
+        - ``shared``: every row's context is the same, no padding and the same positions, so the
+          context block's bias is every row's: it is built once, [1, H, P, P], and broadcast. Worked
+          example, a batch of 32 contexts of 512 tokens, 12 heads: 3.1M bias cells to build and reduce
+          the gradient of, not 100M. Without relative positions such a block needs no mask either
+          (every context key is visible): None.
+        - and ``contiguous``: the context's positions are p, p+1, ..., so that bias is read from the
+          distance table's windows as they are (``context_bias``): no rule, no gather per key, no
+          mask, the same values.
 
-        ``contiguous_context`` (with ``shared_context``): the context's positions are p, p+1, ...
-        (``check_prefix_len`` tells), so its bias is read from the distance table's windows as they
-        are (``context_bias``): no rule, no gather per key, no mask, the same values.
-
-        ``toeplitz`` (with ``shared_context``, relative positions and the context's positions
-        contiguous): that block's bias is a ``ToeplitzBias``, the [H, 2P-1] distance table the
+        ``toeplitz`` (``uses_toeplitz``: a shared contiguous context, relative positions, the kernel
+        available): that block's bias is a ``ToeplitzBias``, the [H, 2P-1] distance table the
         Triton kernel reads, materialised as above only where the kernel cannot run.
         """
         Tq, Tk = q.kinds.size(1), k.kinds.size(1)
         if prefix_len is None or Tq != Tk:
             return [PlanBlock(0, Tq, Tk, self.attention_bias(q, k, dtype))]
         device = q.positions.device
+        shared_context = layout is not None and layout.shared
         if toeplitz:
             bias = toeplitz_attention.ToeplitzBias(self.distance_table(prefix_len, device),
                                                    lambda: self.context_bias(prefix_len, dtype, device))
         elif shared_context and self.rel_pos_bias is None:
             bias = None
-        elif shared_context and contiguous_context:
+        elif shared_context and layout.contiguous:
             bias = self.context_bias(prefix_len, dtype, device)
         else:
             ctx = q.columns(0, prefix_len)
@@ -433,7 +435,6 @@ class UniLMv2Transformer(nn.Module):
         q = TokenDescription(kinds, steps, positions)
         k = q if past is None else past.describe(q)
         layout = check_prefix_len(prefix_len, kinds, positions) if prefix_len is not None else None
-        shared_context = layout is not None and layout.shared
         T, flex = x.size(1), self.uses_flex(x, past)
         compiled = (self.compile_layers and self.training and past is None and not return_kv and not flex
                     and compiled_layers.wanted(x.device))
@@ -448,11 +449,9 @@ class UniLMv2Transformer(nn.Module):
         if bias is not None:
             plan = [PlanBlock(0, T, k.kinds.size(1), bias(dtype))]
         elif flex:
-            plan = self.flex_plan(q, dtype, prefix_len, shared_context)
+            plan = self.flex_plan(q, dtype, prefix_len, layout)
         else:
-            toeplitz = self.uses_toeplitz(layout, x.device, compiled)
-            plan = self.attention_plan(q, k, dtype, prefix_len, shared_context, toeplitz,
-                                       shared_context and layout.contiguous)
+            plan = self.attention_plan(q, k, dtype, prefix_len, layout, self.uses_toeplitz(layout, x.device, compiled))
         assert past is None or len(plan) == 1, "with cached keys every query attends over all keys: one block"
         kvs = []
         for i, layer in enumerate(self.layers):
@@ -480,7 +479,7 @@ def check_prefix_len(prefix_len, kinds, positions):
     skips the context-to-appended block is right only if it describes the batch: an int within
     the sequence, context (or padding) only before it, no context after it. Checked once a
     forward, before any layer, in one device sync that also returns the context's
-    ``ContextLayout`` (``attention_plan``'s ``shared_context`` and ``toeplitz``). Batches of
+    ``ContextLayout`` (``attention_plan``'s ``layout``, and ``uses_toeplitz``'s). Batches of
     length-sorted examples mostly are shared (docs/DESIGN.md §2)."""
     T = kinds.size(1)
     if not isinstance(prefix_len, int) or not 0 < prefix_len <= T:
