@@ -12,7 +12,8 @@ pre-training shape (32 rows x 12 heads x 512 context tokens, head size 64):
            fastest of each together: what to set CUDA_TILES to on another GPU
   host     (--host) the host's time of one call (the device synchronised before, not after), at a
            shape too small to keep the device busy and at the full one, beside SDPA's and split
-           into the forward alone and the three Triton launches alone, and where it goes: the
+           into the forward alone, the backward alone (through autograd's engine, and the Function's
+           backward called directly) and the three Triton launches alone, and where it goes: the
            functions of most own time in a cProfile of calls at the small shape. On an H200 a call
            cost the host ~1 ms, its kernels' device time 1.4 ms: the path is bound by the host
 
@@ -131,6 +132,19 @@ def launches_only(s, dtype, device, dropout):
     return call
 
 
+def backward_only(s, dtype, device, dropout, engine=True):
+    """The kernel's backward alone, of one forward kept (``retain_graph``): through autograd's engine
+    (``engine``), or the Function's ``backward`` called directly on what its forward saved: the
+    engine's own share of the host's time is the difference."""
+    q, k, v, table = (x.detach().requires_grad_() for x in inputs(s["B"], s["H"], s["N"], s["D"], dtype, device))
+    y = ta.toeplitz_attention(q, k, v, table, dropout)
+    do = torch.ones_like(y)
+    if engine:
+        return lambda: torch.autograd.grad(y, (q, k, v, table), do, retain_graph=True)
+    ctx = y.grad_fn  # the Function's ctx: its saved tensors and arguments
+    return lambda: ta._Attention.backward(ctx, do)
+
+
 def forward_only(s, dtype, device, dropout):
     q, k, v, table = inputs(s["B"], s["H"], s["N"], s["D"], dtype, device)
 
@@ -157,7 +171,8 @@ def host_ms(call, steps):
 
 def host(s, dev, steps):
     """The host's time of one call, fp16, dropout 0.1, beside SDPA's (bias with gradient) and split
-    into its parts (forward alone; the three launches alone), at 1 x 2 heads x 128 (the device
+    into its parts (forward alone; backward alone, through autograd and called directly; the three
+    launches alone), at 1 x 2 heads x 128 (the device
     idle) and at the full shape; then the top of a cProfile of ``steps`` calls at the small one."""
     small = dict(s, B=1, H=2, N=min(128, s["N"]))
     print(f"\nThe host's time of one call, fp16, dropout 0.1, ms (median of {steps}; host: until the "
@@ -167,6 +182,9 @@ def host(s, dev, steps):
     rows = [("kernel, forward + backward", lambda sh: timed_call(sh, half, dev, "kernel", 0.1)),
             ("SDPA, bias with gradient, forward + backward", lambda sh: timed_call(sh, half, dev, "sdpa", 0.1)),
             ("kernel, forward only (no gradient)", lambda sh: forward_only(sh, half, dev, 0.1)),
+            ("kernel, backward only, through autograd", lambda sh: backward_only(sh, half, dev, 0.1)),
+            ("kernel, backward only, the Function's backward called directly",
+             lambda sh: backward_only(sh, half, dev, 0.1, engine=False)),
             ("the kernel's three launches alone", lambda sh: launches_only(sh, half, dev, 0.1))]
     for shape in [small] + ([s] if s != small else []):
         for what, make in rows:

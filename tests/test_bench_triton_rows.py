@@ -75,7 +75,8 @@ def test_bench_attention_only_keeps_the_rows_whose_label_holds_one_of_the_texts(
 def test_bench_toeplitz_smoke_prints_errors_beside_sdpas_the_call_and_host_times_and_the_tiles_table():
     """``scripts/bench_toeplitz.py --smoke --host`` (Triton's interpreter): the kernel's errors against
     fp32 are of SDPA's order (fp16 rounding, well under 1e-2), every timed cell a number, the host's
-    time of a call beside SDPA's and split into the forward alone and the bare launches, with the
+    time of a call beside SDPA's and split into the forward alone, the backward alone (through
+    autograd and called directly) and the bare launches, with the
     top of its profile, and the tiles table ends with the fastest of each pass together."""
     proc = subprocess.run([sys.executable, "scripts/bench_toeplitz.py", "--smoke", "--steps", "1", "--host"],
                           cwd=REPO, capture_output=True, text=True, timeout=300,
@@ -83,13 +84,14 @@ def test_bench_toeplitz_smoke_prints_errors_beside_sdpas_the_call_and_host_times
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in proc.stdout.splitlines()
             if line.startswith("| ") and not line.startswith(("| dtype", "| pass", "| shape"))]
-    errors, times, host, tiles = rows[:2], rows[2:4], rows[4:8], rows[8:]
+    errors, times, host, tiles = rows[:2], rows[2:4], rows[4:10], rows[10:]
     assert [r[2] for r in errors] == ["Triton kernel", "SDPA, dense bias"], rows
     assert all(0 < float(x) < 1e-2 for r in errors for x in r[3:]), errors
     assert [r[1] for r in times] == ["0.0", "0.1"] and all(number(x) > 0 for r in times for x in r[2:5]), times
     assert [r[:2] for r in host] == [["1 x 2 x 70 x 16", what] for what in (
         "kernel, forward + backward", "SDPA, bias with gradient, forward + backward",
-        "kernel, forward only (no gradient)", "the kernel's three launches alone")], host
+        "kernel, forward only (no gradient)", "kernel, backward only, through autograd",
+        "kernel, backward only, the Function's backward called directly", "the kernel's three launches alone")], host
     assert all(number(x) > 0 for r in host for x in r[2:]), host
     assert "cProfile of 1 calls at the small shape, by own time" in proc.stdout and "tottime" in proc.stdout
     assert [r[0] for r in tiles] == ["fwd", "fwd", "dkdv", "dq", "dq", "all three fastest"], tiles
