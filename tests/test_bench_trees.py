@@ -16,21 +16,21 @@ def run(*args):
 
 def test_bench_trees_smoke_times_each_tree_with_its_own_plugin_and_a_ratio_to_the_first(tmp_path):
     """A git revision (where the checkout has its history) and a copy of the repository: a table
-    with a time per round and, after the first tree, a ratio; then the copy's plugin broken, which
-    only a process running that copy's own code can notice: the run names that tree and stops. A
-    tree that is neither a directory nor a revision: one line."""
+    with a time per round and, after the first tree, a ratio (one round, to spare the CPU); then the
+    copy's plugin broken, which only a process running that copy's own code can notice: the run
+    names that tree and stops. A tree that is neither a directory nor a revision: one line."""
     has_git = subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True).returncode == 0
     first = "HEAD" if has_git else REPO
     copy = str(shutil.copytree(REPO, tmp_path / "copy", ignore=NOT_SOURCE))
-    ok = run("--smoke", "--rounds", "2", "--rows", "ae+par-fp16", first, copy)
+    ok = run("--smoke", "--rounds", "1", "--rows", "ae+par-fp16", first, copy)
     assert ok.returncode == 0, ok.stderr[-2000:]
     lines = [line for line in ok.stdout.splitlines() if line.startswith("| ")]
     assert lines[0] == f"| row | {first} | {copy} |", ok.stdout
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in lines[1:]}
     assert list(rows) == ["ae+par-fp16"], ok.stdout
-    for a, b in rows.values():
-        assert a.count("/") == 1 and b.count("/") == 1 and b.endswith("x"), rows
-    assert ok.stderr.count("bench_trees: round") == 4, ok.stderr
+    for a, b in rows.values():  # each round's time after the median (one round here), then the ratio
+        assert a.endswith(")") and b.endswith("x") and float(b.split(": ")[1][:-1]) > 0, rows
+    assert ok.stderr.count("bench_trees: round 1 of 1") == 2, ok.stderr
 
     with open(os.path.join(copy, "fairseq_pmlm", "__init__.py"), "a") as f:
         f.write("\nraise ImportError('this tree is broken')\n")
