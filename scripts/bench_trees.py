@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -75,8 +76,7 @@ def export(rev, into):
     if found.returncode != 0:
         return None
     commit = found.stdout.strip()
-    path = os.path.join(into, commit[:10])
-    os.makedirs(path)
+    path = tempfile.mkdtemp(prefix=f"{commit[:10]}_", dir=into)  # one each: a revision twice is an A/A run
     archive = subprocess.Popen(["git", "-C", repo, "archive", commit], stdout=subprocess.PIPE)
     subprocess.run(["tar", "-x", "-C", path], stdin=archive.stdout, check=True)
     if archive.wait() != 0:
@@ -118,6 +118,8 @@ def main(argv=None):
                 cmd = [sys.executable, os.path.abspath(__file__), "--child", paths[i], "--rows", ",".join(rows)]
                 env = dict(os.environ, PYTHONPATH=paths[i])
                 proc = subprocess.run(cmd + (["--smoke"] if a.smoke else []), capture_output=True, text=True, env=env)
+                if proc.returncode in (130, -signal.SIGINT, -signal.SIGTERM):  # Ctrl-C reached the group
+                    raise KeyboardInterrupt
                 if proc.returncode != 0:
                     sys.stderr.write(proc.stderr[-3000:])
                     sys.exit(f"bench_trees.py: error: {a.trees[i]}: its rows failed (its output above)")
@@ -147,7 +149,12 @@ def table(trees, results, rows, rounds, device):
     return "\n".join(lines)
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM as Ctrl-C: the same clean way out
     try:
         main()
     except KeyboardInterrupt:  # the exported trees are removed on the way out (main's finally)

@@ -4,6 +4,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", ".gpu", ".whl", "data-bin", "outputs", "checkpoints", "runs",
                                     "__pycache__", ".pytest_cache", ".ruff_cache")
@@ -41,3 +43,14 @@ def test_bench_trees_smoke_times_each_tree_with_its_own_plugin_and_a_ratio_to_th
     wrong = run("--smoke", "no-such-tree-or-rev")
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
     assert "no-such-tree-or-rev: neither a directory nor a git revision of this repository" in wrong.stderr
+
+
+def test_a_revision_named_twice_is_exported_twice_for_an_a_a_run(tmp_path, monkeypatch):
+    if subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True).returncode != 0:
+        pytest.skip("this checkout has no git history to export")
+    monkeypatch.syspath_prepend(os.path.join(REPO, "scripts"))
+    import bench_trees
+
+    first, second = bench_trees.export("HEAD", str(tmp_path)), bench_trees.export("HEAD", str(tmp_path))
+    assert first != second
+    assert all(os.path.isfile(os.path.join(p, "scripts", "bench_trees.py")) for p in (first, second))
