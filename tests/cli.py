@@ -17,13 +17,14 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
+from built_once import built_once
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 USER_DIR = os.path.join(REPO, "fairseq_pmlm")
 BIN = os.path.dirname(sys.executable)  # the console scripts of this environment
 ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 
 _POOL = ThreadPoolExecutor(max_workers=2)
-_SHARED = {}  # session-wide cache of preprocessed corpora, shared by both test files
 
 
 def run(cmd, *args, check=True):
@@ -111,10 +112,8 @@ def preprocess(tmp, documents, name="bin", srcdict=None, valid=None, in_process=
 
 
 def shared_corpus(tmp_path_factory, name="memorisable"):
-    """The session's binarized memorisable corpus (real fairseq-preprocess, run once)."""
-    if name not in _SHARED:
-        _SHARED[name] = preprocess(tmp_path_factory.mktemp(name), memorisable_documents())
-    return _SHARED[name]
+    """The suite run's binarized memorisable corpus (real fairseq-preprocess, run once: ``built_once``)."""
+    return built_once(tmp_path_factory, name, lambda tmp: preprocess(tmp, memorisable_documents()))
 
 
 def train_args(data, save_dir, *extra, arch="unilmv2_tiny"):

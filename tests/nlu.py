@@ -1,5 +1,5 @@
 """A tiny pre-trained unilmv2 checkpoint and the GLUE and SQuAD recipes run from it, built once
-per session and shared by test_glue.py, test_squad.py and the recipes' smoke test
+per suite run (``built_once``) and shared by test_glue.py, test_squad.py and the recipes' smoke test
 (test_recipes.py): the data and the checkpoint are made the way a user makes them
 (scripts/prepare_data.sh, then docs/PRETRAINING.md's fairseq-train command), but on a 10-word language
 whose GLUE and SQuAD questions a tiny model can learn (the marker word ``zz``).
@@ -9,11 +9,12 @@ import os
 import random
 import subprocess
 
+from built_once import built_once
 from cli import ENV, REPO, submit, train
 
 WORDS = ["ka", "lo", "mi", "nu", "pe", "ro", "su", "ti"]
 MARK = "zz"
-_SHARED = {}
+_FUTURES = {}  # this process's Futures of the GLUE and SQuAD runs (each run itself is ``built_once``)
 
 
 def sentence(rng, n, marks=0):
@@ -35,8 +36,7 @@ def script(name, *args):
 def tokenizer(tmp_path_factory):
     """-> dict(data=the directory scripts/prepare_data.sh wrote (dict.txt, spm.model, the corpus
     binarized), spm=its spm.model, dict=its dict.txt, prepare=the recipe's CompletedProcess)."""
-    if "tokenizer" not in _SHARED:
-        tmp = tmp_path_factory.mktemp("pretrained")
+    def build(tmp):
         rng = random.Random(0)
         with open(tmp / "corpus.txt", "w") as f:
             for _ in range(100):
@@ -44,20 +44,21 @@ def tokenizer(tmp_path_factory):
         proc = script("prepare_data.sh", "--train", tmp / "corpus.txt", "--valid", tmp / "corpus.txt",
                       "--name", "bin", "--vocab-size", "40", "--destdir", tmp, "--workers", "1")
         data = tmp / "bin"
-        _SHARED["tokenizer"] = {"data": data, "spm": data / "spm.model", "dict": data / "dict.txt", "prepare": proc}
-    return _SHARED["tokenizer"]
+        return {"data": data, "spm": data / "spm.model", "dict": data / "dict.txt", "prepare": proc}
+
+    return built_once(tmp_path_factory, "tokenizer", build)
 
 
 def pretrained(tmp_path_factory):
     """``tokenizer`` plus checkpoint=checkpoint_last.pt of 2 pre-training updates on its corpus
     and log=their fairseq-train log (--log-format json, every update)."""
-    if "pretrained" not in _SHARED:
+    def build(tmp):
         tok = tokenizer(tmp_path_factory)
-        save = tok["data"].parent / "ckpt"
-        proc = train(tok["data"], save, "--max-update", "2", "--no-epoch-checkpoints", "--log-interval", "1")
-        (save / "train.log").write_text(proc.stdout)
-        _SHARED["pretrained"] = dict(tok, checkpoint=save / "checkpoint_last.pt", log=save / "train.log")
-    return _SHARED["pretrained"]
+        proc = train(tok["data"], tmp, "--max-update", "2", "--no-epoch-checkpoints", "--log-interval", "1")
+        (tmp / "train.log").write_text(proc.stdout)
+        return dict(tok, checkpoint=tmp / "checkpoint_last.pt", log=tmp / "train.log")
+
+    return built_once(tmp_path_factory, "pretrained", build)
 
 
 def prepare_glue(*args):
@@ -76,19 +77,23 @@ def glue_recipe(tmp_path_factory):
     """scripts/glue/finetune_glue.sh on marker RTE and counting STS-B data of 400 examples each
     (binarized by prepare_glue.py) from ``pretrained``: a tiny model, an lr for a tiny model, the
     rest the paper's schedule shape. -> {task: a Future of the recipe's summary lines}."""
-    if "glue" not in _SHARED:
+    if "glue" not in _FUTURES:
         pre = pretrained(tmp_path_factory)
-        tmp = tmp_path_factory.mktemp("glue")
-        rng = random.Random(1)
-        marker_rte(tmp / "RTE", rng)
-        counting_stsb(tmp / "STS-B", rng)
-        jobs = {}
-        for task in ("RTE", "STS-B"):
-            prepare_glue("--task", task, "--glue-dir", tmp / task, "--spm-model", pre["spm"],
-                         "--srcdict", pre["dict"], "--destdir", tmp / f"bin-{task}")
-            jobs[task] = submit(_glue_summary, tmp / f"bin-{task}", tmp / f"ft-{task}", pre)
-        _SHARED["glue"] = jobs
-    return _SHARED["glue"]
+
+        def data(tmp):  # binarized here: prepare_glue runs in this thread (it redirects sys.stdout)
+            rng = random.Random(1)
+            marker_rte(tmp / "RTE", rng)
+            counting_stsb(tmp / "STS-B", rng)
+            for task in ("RTE", "STS-B"):
+                prepare_glue("--task", task, "--glue-dir", tmp / task, "--spm-model", pre["spm"],
+                             "--srcdict", pre["dict"], "--destdir", tmp / f"bin-{task}")
+            return tmp
+
+        tmp = built_once(tmp_path_factory, "glue-data", data)
+        _FUTURES["glue"] = {task: submit(built_once, tmp_path_factory, f"glue-{task}",
+                                         lambda save, task=task: _glue_summary(tmp / f"bin-{task}", save, pre))
+                            for task in ("RTE", "STS-B")}
+    return _FUTURES["glue"]
 
 
 def _glue_summary(data, save, pre):
@@ -102,19 +107,26 @@ def squad_recipe(tmp_path_factory):
     """scripts/squad/finetune_squad.sh (SQuAD 2.0, windows of 32 tokens, stride 8) on 400 marker
     questions from ``pretrained``, 300 updates, then its answers to 100 dev questions.
     -> dict(job=a Future of the recipe's CompletedProcess, dev=the dev JSON, save=its save dir)."""
-    if "squad" not in _SHARED:
+    if "squad" not in _FUTURES:
         pre = pretrained(tmp_path_factory)
-        tmp = tmp_path_factory.mktemp("squad")
-        rng = random.Random(2)
-        train_json, dev_json = marker_squad(tmp / "train.json", rng, 400), marker_squad(tmp / "dev.json", rng, 100)
-        job = submit(script, "squad/finetune_squad.sh", "--data", pre["data"], "--train-json", train_json,
+
+        def data(tmp):
+            rng = random.Random(2)
+            marker_squad(tmp / "train.json", rng, 400), marker_squad(tmp / "dev.json", rng, 100)
+            return tmp
+
+        tmp = built_once(tmp_path_factory, "squad-data", data)
+        train_json, dev_json = tmp / "train.json", tmp / "dev.json"
+        # the run's own folder (built_once's) is unused: its checkpoints go beside the data, a path known now
+        job = submit(built_once, tmp_path_factory, "squad", lambda _: script(
+                     "squad/finetune_squad.sh", "--data", pre["data"], "--train-json", train_json,
                      "--dev-json", dev_json, "--checkpoint", pre["checkpoint"], "--save-dir", tmp / "ckpt", "--v2",
                      "--arch", "unilmv2_tiny", "--lr", "3e-3", "--batch-size", "32", "--max-positions", "32",
                      "--doc-stride", "8", "--", "--max-query-len", "8", "--warmup-updates", "20",
                      "--total-num-update", "300", "--max-update", "300", "--validate-interval", "100",
-                     "--dropout", "0", "--attention-dropout", "0", "--cpu", "--num-workers", "0", "--seed", "1")
-        _SHARED["squad"] = {"job": job, "dev": dev_json, "save": tmp / "ckpt"}
-    return _SHARED["squad"]
+                     "--dropout", "0", "--attention-dropout", "0", "--cpu", "--num-workers", "0", "--seed", "1"))
+        _FUTURES["squad"] = {"job": job, "dev": dev_json, "save": tmp / "ckpt"}
+    return _FUTURES["squad"]
 
 
 def marker_rte(folder, rng, sizes=(("train", 400), ("dev", 100))):

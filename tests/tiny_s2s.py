@@ -1,5 +1,5 @@
 """A tiny sequence-to-sequence data directory and one short scripts/s2s/finetune.sh run on it,
-built once a session for test_finetune_guards.py and test_decode_alignment.py:
+built once a suite run (``built_once``) for test_finetune_guards.py and test_decode_alignment.py:
 
 - raw pairs (a sentence -> its first two words) and a sentencepiece tokenizer trained on them;
 - DATA: dict.txt from the tokenizer's pieces, train/valid/test binarized by fairseq-preprocess
@@ -12,12 +12,12 @@ import random
 import shutil
 import subprocess
 
+from built_once import built_once
 from cli import ENV, REPO, preprocess_in_process
 
 WORDS = "the a cat dog sat ran on mat in park big small red old sun".split()
 TEST_PAIRS = 6
 EMPTY_SOURCE, EMPTY_TARGET = 1, 3  # 0-based test lines with an empty side
-_BUILT = {}
 
 
 def recipe(name, *args, check=True, cwd=REPO):
@@ -75,12 +75,13 @@ def finetune(data, save, checkpoint="none", *more, check=True):
                   "--batch-size", "8", "--disable-validation", "--num-workers", "0", check=check)
 
 
+def _build(tmp):
+    raw = raw_pairs(tmp / "raw")
+    data = binarize(raw, tmp / "data")
+    finetune(data, tmp / "save")
+    return raw, data, tmp / "save"
+
+
 def tiny_s2s(tmp_path_factory):
-    """(raw, data, save) of the session's tiny seq2seq run (built on first use)."""
-    if not _BUILT:
-        tmp = tmp_path_factory.mktemp("tiny_s2s")
-        raw = raw_pairs(tmp / "raw")
-        data = binarize(raw, tmp / "data")
-        finetune(data, tmp / "save")
-        _BUILT.update(raw=raw, data=data, save=tmp / "save")
-    return _BUILT["raw"], _BUILT["data"], _BUILT["save"]
+    """(raw, data, save) of the suite run's tiny seq2seq run (built on first use: ``built_once``)."""
+    return built_once(tmp_path_factory, "tiny_s2s", _build)
