@@ -2,8 +2,8 @@
 file or flag, a non-zero exit, and no checkpoint file left behind; and the two cases that are
 not errors (too-short documents are skipped, too-long sentences are split) said in the log.
 
-The command-line runs are independent, so the module fixture ``runs`` starts them all at once
-in cli.py's two-worker pool; the in-process tests check the same things directly and fast.
+The command-line runs share two fairseq-train processes (cli.train_many), side by side in cli.py's
+two-worker pool; the in-process tests check the same things directly and fast.
 """
 import logging
 import re
@@ -25,7 +25,7 @@ from cli import (
     records,
     shared_corpus,
     submit,
-    train,
+    train_many,
 )
 from pack_reference import pack_documents
 
@@ -63,12 +63,11 @@ def other_dictionaries(data, tmp):
     return same_size, other_size
 
 
-def train_then_restore(data, other, root):
-    """Train 2 updates on ``data``, then --restore-file that checkpoint on each of ``other``."""
-    first = train(data, root / "first", "--max-update", "2", "--no-epoch-checkpoints")
-    ckpt = root / "first" / "checkpoint_last.pt"
-    return first, ckpt, {name: train(d, root / f"restore_{name}", "--max-update", "4", "--restore-file",
-                                     ckpt, check=False) for name, d in other.items()}
+def restore_runs(data, other, root):
+    """train_many's runs: 2 updates on ``data``, then --restore-file that checkpoint on each of ``other``."""
+    first = root / "first" / "checkpoint_last.pt"
+    return [(data, root / "first", "--max-update", "2", "--no-epoch-checkpoints"),
+            *[(d, root / f"restore_{name}", "--max-update", "4", "--restore-file", first) for name, d in other.items()]]
 
 
 @pytest.fixture(scope="module")
@@ -83,24 +82,24 @@ def runs(tmp_path_factory):
     c["same_size"] = preprocess(tmp, docs, "same_size", srcdict=same_size, in_process=True)
     c["other_size"] = preprocess(tmp, docs, "other_size", srcdict=other_size, in_process=True)
     c["short_long"] = preprocess(tmp, SHORT_AND_LONG, "short_long", valid=VALID, in_process=True)
-    jobs = {  # the longest chain first
-        "dict": submit(train_then_restore, data, {k: c[k] for k in ("same_size", "other_size")}, tmp),
-        "missing": submit(train, tmp / "no_such_dir", tmp / "ckpt_missing", "--max-update", "2", check=False),
-        "blank": submit(train, c["blank"], tmp / "ckpt_blank", "--max-update", "2", check=False),
-        "zero": submit(train, c["zero"], tmp / "ckpt_zero", "--max-update", "2", check=False),
-        "positions": submit(train, data, tmp / "ckpt_positions", "--max-update", "2",
-                            "--tokens-per-sample", "1024", check=False),
-        "short_long": submit(train, c["short_long"], tmp / "ckpt_short_long", "--max-update", "2",
-                             "--log-interval", "1", "--no-save"),
-    }
-    c.update({f"{k}_job": v for k, v in jobs.items()})
+    # the runs share two fairseq-train processes (cli.train_many: one import each), side by side
+    dict_runs = submit(train_many, restore_runs(data, {k: c[k] for k in ("same_size", "other_size")}, tmp))
+    bad_runs = submit(train_many, [
+        (tmp / "no_such_dir", tmp / "ckpt_missing", "--max-update", "2"),
+        (c["blank"], tmp / "ckpt_blank", "--max-update", "2"),
+        (c["zero"], tmp / "ckpt_zero", "--max-update", "2"),
+        (data, tmp / "ckpt_positions", "--max-update", "2", "--tokens-per-sample", "1024"),
+        (c["short_long"], tmp / "ckpt_short_long", "--max-update", "2", "--log-interval", "1", "--no-save"),
+    ])
+    names = ("first", "restore same_size", "restore other_size", "missing", "blank", "zero", "positions", "short_long")
+    c["run"] = dict(zip(names, dict_runs.result() + bad_runs.result()))
     return c
 
 
 # ---- command line ----------------------------------------------------------------------
 
 def test_missing_data_directory(runs):
-    proc = runs["missing_job"].result()
+    proc = runs["run"]["missing"]
     assert_fails_with(proc, "data directory not found", str(runs["tmp"] / "no_such_dir"))
     assert checkpoints(runs["tmp"] / "ckpt_missing") == []
 
@@ -109,22 +108,22 @@ def test_missing_data_directory(runs):
 def test_empty_corpus_names_the_binarized_file(corpus, runs):
     """blank: a train text of blank lines only (documents of no token); zero: an empty train
     text (a binarized dataset of no item, a 0-byte train.bin)."""
-    proc = runs[f"{corpus}_job"].result()
+    proc = runs["run"][corpus]
     assert_fails_with(proc, str(runs[corpus] / "train"))
     assert checkpoints(runs["tmp"] / f"ckpt_{corpus}") == []
 
 
 def test_tokens_per_sample_over_the_models_positions(runs):
-    proc = runs["positions_job"].result()
+    proc = runs["run"]["positions"]
     assert_fails_with(proc, "--tokens-per-sample 1024", "512")
     assert checkpoints(runs["tmp"] / "ckpt_positions") == []
 
 
 @pytest.mark.parametrize("other", ["same_size", "other_size"])
 def test_restoring_a_checkpoint_with_another_dictionary(other, runs):
-    first, ckpt, restored = runs["dict_job"].result()
+    first, ckpt = runs["run"]["first"], runs["tmp"] / "first" / "checkpoint_last.pt"
     assert ckpt.is_file() and records(first, "train")  # control: the first run trained and saved
-    proc = restored[other]
+    proc = runs["run"][f"restore {other}"]
     line = assert_fails_with(proc, "dictionary")
     assert "different dictionary" in line and "--srcdict" in line, line
     assert str(ckpt) in proc.stderr  # and fairseq's own last line names the checkpoint
@@ -132,7 +131,8 @@ def test_restoring_a_checkpoint_with_another_dictionary(other, runs):
 
 
 def test_short_documents_are_skipped_and_long_sentences_split_said_in_the_log(runs):
-    proc = runs["short_long_job"].result()  # trains (check=True)
+    proc = runs["run"]["short_long"]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     line = log_line(proc, r"\| train: ")
     assert re.search(r"train: \d+ examples from 6 documents; skipped 2 documents of fewer than 2 "
                      r"tokens; split 1 sentences longer than 61 tokens", line), line

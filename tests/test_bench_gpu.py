@@ -1,11 +1,12 @@
 """``bash scripts/bench_gpu.sh --wheels DIR --smoke`` on a GPU machine's layout, built on the CPU.
 
-The layout: ``python3`` is a virtualenv's python first on PATH whose site directory holds only torch
-and its dependencies (and pip), there is no package index and no fairseq, PMLM_PYTHON is unset, and a
-folder of wheels holds the rest of requirements.txt (repacked from this .venv's installed packages,
-so the test needs no network), less the lines marked optional but one. The set-up must keep the
-machine's torch, install the optional line the folder has and leave out the others, and a command
-that needs one of those says so in one line.
+The layout: ``python3`` is a virtualenv's python first on PATH whose site directory holds torch and
+its dependencies, pip, and the scientific stack a GPU image ships beside them (ON_THE_IMAGE); there
+is no package index and no fairseq, PMLM_PYTHON is unset, and a folder of wheels holds the rest of
+requirements.txt (repacked from this .venv's installed packages, so the test needs no network), less
+the lines marked optional but one. The set-up must keep the machine's packages (torch, numpy, ...),
+install the optional line the folder has and leave out the others, and a command that needs one of
+those says so in one line.
 
 The benchmark it then runs is the GPU benchmark's own code at tiny sizes, so the one-call GPU
 measurement cannot rot: the table's shape and that its numbers are consistent with each other
@@ -29,6 +30,9 @@ from requirements_txt import norm, requirements  # noqa: E402
 SITE = sysconfig.get_paths()["purelib"]  # this .venv's packages
 DISTS = {norm(d.metadata["Name"]): d for d in importlib.metadata.distributions(path=[SITE])}
 OPTIONAL_IN_FOLDER = "matplotlib"  # the one optional line the folder has
+# what a GPU image holds beside torch (the H100/H200 images we run on hold these and ~180 more):
+# the set-up must use them, not ask the folder for them. Also most of the bytes a folder would hold
+ON_THE_IMAGE = ["numpy", "scipy", "scikit-learn", "pyarrow", "transformers", "cython", "lxml"]
 
 
 def closure(names, follow=True):
@@ -59,12 +63,12 @@ def repack(dist, folder):
                 z.write(full, str(f))
 
 
-def machine_python(root, with_pip=True):
-    """A venv whose site directory holds (links to) torch, its dependencies and pip only."""
+def machine_python(root, with_pip=True, image=()):
+    """A venv whose site directory holds (links to) torch, its dependencies, pip and ``image``."""
     subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(root)], check=True)
     site = subprocess.run([str(root / "bin/python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    for dist in closure(["torch", *(["pip"] if with_pip else [])]).values():
+    for dist in closure(["torch", *(["pip"] if with_pip else []), *image]).values():
         for top in top_level(dist):
             if os.path.exists(os.path.join(SITE, top)) and not os.path.exists(os.path.join(site, top)):
                 os.symlink(os.path.join(SITE, top), os.path.join(site, top))
@@ -92,10 +96,10 @@ def on_machine(machine, cmd, cwd, **env):
 @pytest.fixture(scope="module")
 def gpu_image(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gpu-image")
-    machine = machine_python(tmp / "machine")
+    machine = machine_python(tmp / "machine", image=ON_THE_IMAGE)
     wheels = tmp / "wheels"
     wheels.mkdir()
-    on_machine_already = closure(["torch", "pip"])
+    on_machine_already = closure(["torch", "pip", *ON_THE_IMAGE])
     wanted = [r for r in requirements(os.path.join(REPO, "requirements.txt"))
               if not r.optional or r.name == OPTIONAL_IN_FOLDER]
     need = {}
@@ -117,11 +121,14 @@ def test_bench_gpu_sets_up_from_the_wheels_and_runs_on_a_venv_python_first_on_pa
     assert bench.returncode == 0, bench.stdout[-3000:] + bench.stderr[-3000:]
     assert "| PMLM AE+PAR (unilmv2_base), SDPA attention | fp16 |" in bench.stdout
     probe = on_machine(machine, [str(repo / ".venv/bin/python"), "-c",
-                                 "import importlib.util as u, os, torch, fairseq, matplotlib;"
-                                 "print(os.path.realpath(torch.__file__), u.find_spec('pytest') is None)"], repo)
-    torch_file, no_pytest = probe.stdout.split()
+                                 "import importlib.util as u, os, torch, numpy, fairseq, matplotlib;"
+                                 "print(os.path.realpath(torch.__file__), os.path.realpath(numpy.__file__),"
+                                 "u.find_spec('pytest') is None)"], repo)
+    torch_file, numpy_file, no_pytest = probe.stdout.split()
+    import numpy
     import torch
     assert torch_file == os.path.realpath(torch.__file__)  # the machine's torch stayed
+    assert numpy_file == os.path.realpath(numpy.__file__)  # and so did what it holds beside it
     assert no_pytest == "True"  # an optional line the folder lacks is left out ...
     assert re.search(r"left out .*: .*pytest==", bench.stdout)  # ... and the set-up says so
     again = on_machine(machine, ["bash", "scripts/setup_env.sh"], repo, PMLM_WHEELS=str(wheels))

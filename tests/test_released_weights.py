@@ -528,14 +528,17 @@ def test_bert_bpe_detokenises_recipe_pieces_as_the_tokenizer_decodes(wordpiece_d
 
 def fairseq_generate(*argv):
     """fairseq-generate's own main() in-process (fairseq is imported already: saves a
-    subprocess's 5-10 s); returns what it printed."""
+    subprocess's 5-10 s), without a data-loading worker process (fairseq's default of one left
+    its DataLoader iterator and worker alive in the test process until a later garbage
+    collection, and a signal that a later test sends itself could land in that iterator's
+    shutdown); returns what it printed."""
     import contextlib
     import io
 
     from fairseq import options
     from fairseq_cli import generate
 
-    args = options.parse_args_and_arch(options.get_generation_parser(), list(map(str, argv)))
+    args = options.parse_args_and_arch(options.get_generation_parser(), [*map(str, argv), "--num-workers", "0"])
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         generate.main(args)
