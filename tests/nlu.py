@@ -106,26 +106,22 @@ def _glue_summary(data, save, pre):
 def squad_recipe(tmp_path_factory):
     """scripts/squad/finetune_squad.sh (SQuAD 2.0, windows of 32 tokens, stride 8) on 400 marker
     questions from ``pretrained``, 300 updates, then its answers to 100 dev questions.
-    -> dict(job=a Future of the recipe's CompletedProcess, dev=the dev JSON, save=its save dir)."""
+    -> a Future of dict(proc=the recipe's CompletedProcess, dev=the dev JSON, save=its save dir)."""
     if "squad" not in _FUTURES:
         pre = pretrained(tmp_path_factory)
 
-        def data(tmp):
+        def build(tmp):
             rng = random.Random(2)
             marker_squad(tmp / "train.json", rng, 400), marker_squad(tmp / "dev.json", rng, 100)
-            return tmp
+            proc = script("squad/finetune_squad.sh", "--data", pre["data"], "--train-json", tmp / "train.json",
+                          "--dev-json", tmp / "dev.json", "--checkpoint", pre["checkpoint"], "--save-dir", tmp / "ckpt",
+                          "--v2", "--arch", "unilmv2_tiny", "--lr", "3e-3", "--batch-size", "32", "--max-positions",
+                          "32", "--doc-stride", "8", "--", "--max-query-len", "8", "--warmup-updates", "20",
+                          "--total-num-update", "300", "--max-update", "300", "--validate-interval", "100",
+                          "--dropout", "0", "--attention-dropout", "0", "--cpu", "--num-workers", "0", "--seed", "1")
+            return {"proc": proc, "dev": tmp / "dev.json", "save": tmp / "ckpt"}
 
-        tmp = built_once(tmp_path_factory, "squad-data", data)
-        train_json, dev_json = tmp / "train.json", tmp / "dev.json"
-        # the run's own folder (built_once's) is unused: its checkpoints go beside the data, a path known now
-        job = submit(built_once, tmp_path_factory, "squad", lambda _: script(
-                     "squad/finetune_squad.sh", "--data", pre["data"], "--train-json", train_json,
-                     "--dev-json", dev_json, "--checkpoint", pre["checkpoint"], "--save-dir", tmp / "ckpt", "--v2",
-                     "--arch", "unilmv2_tiny", "--lr", "3e-3", "--batch-size", "32", "--max-positions", "32",
-                     "--doc-stride", "8", "--", "--max-query-len", "8", "--warmup-updates", "20",
-                     "--total-num-update", "300", "--max-update", "300", "--validate-interval", "100",
-                     "--dropout", "0", "--attention-dropout", "0", "--cpu", "--num-workers", "0", "--seed", "1"))
-        _FUTURES["squad"] = {"job": job, "dev": dev_json, "save": tmp / "ckpt"}
+        _FUTURES["squad"] = submit(built_once, tmp_path_factory, "squad", build)
     return _FUTURES["squad"]
 
 

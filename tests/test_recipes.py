@@ -85,8 +85,9 @@ def chain(tmp_path_factory):
     recipe(done, "convert_checkpoint.py", "export", pre["checkpoint"], tmp / "hf")
     recipe(done, "convert_checkpoint.py", "import", tmp / "hf", tmp / "imported", key="convert_checkpoint.py import")
     done.update(s2s.result())
+    squad = squad.result()
     shared = {"prepare_data.sh": pre["prepare"], "glue/finetune_glue.sh": glue["RTE"].result(),
-              "squad/finetune_squad.sh": squad["job"].result()}
+              "squad/finetune_squad.sh": squad["proc"]}
     save = squad["save"]
     recipe(done, "squad/evaluate_squad.py", squad["dev"], save / "predictions.json", "--na-prob-file",
            save / "null_odds.json")

@@ -220,13 +220,12 @@ def test_v2_question_in_a_v1_run_names_the_flag(tmp_path):
 
 @pytest.fixture(scope="module")
 def fine_tuned(tmp_path_factory):
-    return squad_recipe(tmp_path_factory)  # shared with the recipes' smoke test (tests/nlu.py)
+    return squad_recipe(tmp_path_factory).result()  # shared with the recipes' smoke test (tests/nlu.py)
 
 
 def test_fine_tuned_span_model_reaches_high_exact_match_with_unanswerable_questions(fine_tuned):
     """scripts/squad/finetune_squad.sh: fairseq-train --task pmlm_squad, then predict_squad.py's
     answers, scored here by the official evaluation."""
-    fine_tuned["job"].result()
     save = fine_tuned["save"]
     examples, _ = read_squad_json(fine_tuned["dev"], training=False, version_2=True)
     preds = json.loads((save / "predictions.json").read_text())
