@@ -81,7 +81,7 @@ if [ -n "$stale" ]; then
   done
   setup_install() {  # pip's failure as one line; quiet, less this machine's file:// index warnings
     local log lacks
-    log=$(echo "$torch_pin" | "$VENV/bin/python" -m pip install -q "${pip_args[@]}" "$@" 2>&1) || {
+    log=$(echo "$torch_pin" | "$VENV/bin/python" -m pip install -q --no-compile "${pip_args[@]}" "$@" 2>&1) || {
       lacks=$(sed -n 's/.*No matching distribution found for //p' <<< "$log" | head -1)
       if [ -n "${PMLM_WHEELS-}" ] && [ -n "$lacks" ]; then
         setup_error "$PMLM_WHEELS has no wheel of $lacks (fill it with scripts/fetch_wheels.py)"
@@ -98,8 +98,12 @@ if [ -n "$stale" ]; then
   if [ ${#skipped[@]} -gt 0 ]; then
     echo "setup_env:   not in the folder, so left out (optional: the main job's or the suite's): ${skipped[*]}"
   fi
+  site=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  # the bytecode pip would have written file after file (half of its time), on every core at once
+  # (its errors, a few files written for newer Pythons, are ignored as pip ignores them)
+  "$VENV/bin/python" -m compileall -q -q -j 0 "$site" > /dev/null 2>&1 || true
   # the repository itself on the path, as an editable install puts it (nothing to build)
-  echo "$ROOT" > "$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/fairseq-pmlm.pth"
+  echo "$ROOT" > "$site/fairseq-pmlm.pth"
   out=$("$VENV/bin/python" -c "import torch, fairseq, fairseq_pmlm
 pin = '${torch_pin#torch==}'
 assert torch.__version__.startswith(pin), f'torch {torch.__version__} is installed, not {pin}'" 2>&1) || {

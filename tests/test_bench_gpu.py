@@ -87,9 +87,7 @@ def on_machine(machine, cmd, cwd, **env):
     """``cmd`` as a user of that machine runs it: its venv active, its bin/ first, no PMLM_PYTHON."""
     base = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PMLM_PYTHON")}
     path = [p for p in base["PATH"].split(os.pathsep) if not p.startswith(os.path.dirname(sys.executable))]
-    # PIP_NO_COMPILE: pip writes no .pyc of the 600 MB it installs (half the set-up's time here)
-    base.update(PATH=os.pathsep.join([str(machine / "bin"), *path]), VIRTUAL_ENV=str(machine), PIP_NO_COMPILE="1",
-                **env)
+    base.update(PATH=os.pathsep.join([str(machine / "bin"), *path]), VIRTUAL_ENV=str(machine), **env)
     return subprocess.run(cmd, cwd=cwd, env=base, capture_output=True, text=True, timeout=400)
 
 
