@@ -131,6 +131,12 @@ def test_bench_gpu_sets_up_from_the_wheels_and_runs_on_a_venv_python_first_on_pa
     assert re.search(r"left out .*: .*pytest==", bench.stdout)  # ... and the set-up says so
     again = on_machine(machine, ["bash", "scripts/setup_env.sh"], repo, PMLM_WHEELS=str(wheels))
     assert again.returncode == 0 and again.stdout == "", again.stdout + again.stderr  # set up once
+    # the set-up wrote the bytecode of what it installed (pip is told not to; compileall does it on
+    # every core): here a module no command ran imports (where PYTHONDONTWRITEBYTECODE=1, as on this
+    # project's machines, a .venv without bytecode imports fairseq from source each time, 2x slower)
+    find = "import importlib.util as u; print(u.find_spec('fairseq_cli.eval_lm').origin)"
+    unused = on_machine(machine, [str(repo / ".venv/bin/python"), "-c", find], repo).stdout.strip()
+    assert os.path.isfile(importlib.util.cache_from_source(unused)), unused
 
 
 def test_an_optional_package_left_out_is_one_line_from_the_command_that_needs_it(gpu_image, tmp_path):
