@@ -159,12 +159,14 @@ def train_many(runs):
     cli_main, the console script's function, called with each argv; an exception it raises goes
     to ``sys.excepthook`` and gives status 1, as at the top level of a process): saves the ~4 s
     import per run. ``runs``: list of (data, save_dir, *extra). Returns one result per run with
-    its ``stdout`` and ``stderr`` (its share of each) and ``returncode``."""
+    its ``stdout`` and ``stderr`` (its share of each; the imports' stderr goes with the first) and
+    ``returncode``."""
     argvs = [[str(a) for a in train_args(*r)] for r in runs]
     proc = subprocess.run([sys.executable, "-c", _DRIVER, json.dumps(argvs)], capture_output=True,
                           text=True, env={**os.environ, **ENV}, cwd=REPO, timeout=300)
-    chunks, errs = proc.stdout.split("@@@ run\n")[1:], proc.stderr.split("@@@ run\n")[1:]
+    chunks, (imports, *errs) = proc.stdout.split("@@@ run\n")[1:], proc.stderr.split("@@@ run\n")
     assert len(chunks) == len(errs) == len(runs), proc.stdout[-3000:] + proc.stderr[-3000:]
+    errs[0] = imports + errs[0]  # what the imports printed, as a process of the first run alone would
     out = []
     for chunk, err in zip(chunks, errs):
         rc = re.search(r"@@@ rc (-?\d+)", chunk)

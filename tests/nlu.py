@@ -112,7 +112,8 @@ def squad_recipe(tmp_path_factory):
 
         def build(tmp):
             rng = random.Random(2)
-            marker_squad(tmp / "train.json", rng, 400), marker_squad(tmp / "dev.json", rng, 100)
+            marker_squad(tmp / "train.json", rng, 400)
+            marker_squad(tmp / "dev.json", rng, 100)
             proc = script("squad/finetune_squad.sh", "--data", pre["data"], "--train-json", tmp / "train.json",
                           "--dev-json", tmp / "dev.json", "--checkpoint", pre["checkpoint"], "--save-dir", tmp / "ckpt",
                           "--v2", "--arch", "unilmv2_tiny", "--lr", "3e-3", "--batch-size", "32", "--max-positions",

@@ -65,9 +65,9 @@ def other_dictionaries(data, tmp):
 
 def restore_runs(data, other, root):
     """train_many's runs: 2 updates on ``data``, then --restore-file that checkpoint on each of ``other``."""
-    first = root / "first" / "checkpoint_last.pt"
+    ckpt = root / "first" / "checkpoint_last.pt"
     return [(data, root / "first", "--max-update", "2", "--no-epoch-checkpoints"),
-            *[(d, root / f"restore_{name}", "--max-update", "4", "--restore-file", first) for name, d in other.items()]]
+            *[(d, root / f"restore_{name}", "--max-update", "4", "--restore-file", ckpt) for name, d in other.items()]]
 
 
 @pytest.fixture(scope="module")
