@@ -215,3 +215,29 @@ def test_ctrl_c_stops_decoding_within_seconds_leaves_no_file_and_no_process(tmp_
     assert seconds < 20, f"{seconds:.1f} s after Ctrl-C"
     assert left == [], f"still running after the recipe ended: {left}"
     assert not out_dir.exists()  # no result, no temp dir, and not the empty out dir it made
+
+
+def test_a_signal_python_drops_in_a_finalizer_is_sent_again_and_stops_the_command():
+    """A handler runs wherever the main thread is; inside a ``__del__`` Python prints the handler's
+    KeyboardInterrupt as "Exception ignored" and drops it. The command then ran on to its end (here
+    5 s; for a training, hours) with both signals ignored: no later Ctrl-C or SIGTERM stopped it."""
+    from fairseq_pmlm.runtime.interrupts import one_line_exit
+
+    class SignalledWhileFinalized:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGTERM)  # its handler runs right here, inside the finalizer
+
+    went_on = []
+
+    def command():
+        SignalledWhileFinalized()  # finalized at once
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+        went_on.append(True)
+
+    handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    t = time.monotonic()
+    assert one_line_exit("cmd", command) == 130 and not went_on
+    assert time.monotonic() - t < 2
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == handlers
