@@ -5,7 +5,6 @@ temporary directory behind. Training handles
 SIGTERM differently (``preemption.py``: save at the next update, then stop). The first SIGTERM or
 Ctrl-C interrupts; later ones are ignored while the command cleans up, unless Python dropped the
 first one (it landed in a finalizer): then it is sent again."""
-import _thread
 import signal
 import sys
 import threading
@@ -34,7 +33,8 @@ def sigterm_as_interrupt():
 
 def _send_again(signum):
     if signal.getsignal(signum) is _interrupt:  # (one_line_exit has not returned meanwhile)
-        _thread.interrupt_main(signum)
+        # a real signal to the main thread: it also cuts short a wait there (a sleep, a child's exit)
+        signal.pthread_kill(threading.main_thread().ident, signum)
 
 
 def _resending(previous):
@@ -49,7 +49,9 @@ def _resending(previous):
                 and threading.current_thread() is threading.main_thread()):
             signum, _raised = _raised, None
             sigterm_as_interrupt()
-            threading.Timer(0.01, _send_again, (signum,)).start()
+            resend = threading.Timer(0.01, _send_again, (signum,))
+            resend.daemon = True
+            resend.start()
         else:
             previous(unraisable)
     return hook
