@@ -17,6 +17,7 @@ from fairseq_pmlm.models import seq2seq_views
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
 from fairseq_pmlm.modules import attention_rule
 from fairseq_pmlm.modules.attention_rule import CONTEXT, ORIGINAL, PAD, PSEUDO, TokenDescription
+from fairseq_pmlm.modules.transformer import UniLMv2Transformer
 from fairseq_pmlm.scoring.rouge import rouge_scores
 from fairseq_pmlm.tasks.pmlm_seq2seq import PMLMSeq2SeqConfig, PMLMSeq2SeqTask
 
@@ -115,6 +116,45 @@ def test_the_joined_projection_gives_the_three_projections_values_and_follows_ne
         assert torch.equal(got, other(src, src_lengths=lens, prev_output_tokens=prev)[0])
     model(src, src_lengths=lens, prev_output_tokens=prev)
     assert all(layer.attn._joined is None for layer in model.transformer.layers)
+
+
+@pytest.mark.parametrize("rel_pos", [True, False], ids=["relpos", "no-relpos"])
+def test_fine_tuning_and_decoding_compute_what_every_columns_last_layer_gives(rel_pos, rng, monkeypatch):
+    """The views read the source's keys and values and the [P]s' final states alone, so the last layer
+    runs its attention and feed-forward for the [P] rows only (``states_from``): the logits, every
+    parameter's gradient and the generation's keys are those of the last layer computed for every
+    column and then cut (dropout off: its draws would differ). Worked example, 2 layers, sources of
+    3-11 tokens, targets of 2-7: the last layer's queries and feed-forward over 8-18 rows become 2-7."""
+    d = make_dictionary()
+    model = tiny_model(d, no_rel_pos=not rel_pos, dropout=0.0, attention_dropout=0.0).train()
+    src, lens, prev, tgt = random_pairs(d, rng)
+    run = UniLMv2Transformer.forward
+
+    def every_column(self, *args, states_from=None, **kwargs):
+        out = run(self, *args, **kwargs)
+        if states_from is None:
+            return out
+        x, kvs = out if kwargs.get("return_kv") else (out, None)
+        x = None if states_from == x.size(1) else x[:, states_from:]
+        return (x, kvs) if kwargs.get("return_kv") else x
+
+    def fine_tuning_step():
+        model.zero_grad()
+        logits = model(src, src_lengths=lens, prev_output_tokens=prev)[0]
+        logits.log_softmax(-1)[tgt.ne(d.pad())].sum().backward()
+        with torch.no_grad():
+            kv = model.encoder(src, lens)["kv"]
+        return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, kv
+
+    logits, grads, kv = fine_tuning_step()
+    monkeypatch.setattr(UniLMv2Transformer, "forward", every_column)
+    ref_logits, ref_grads, ref_kv = fine_tuning_step()
+    torch.testing.assert_close(logits, ref_logits)
+    assert grads.keys() == ref_grads.keys()
+    for name in grads:
+        torch.testing.assert_close(grads[name], ref_grads[name], msg=name)
+    for a, b in zip(kv, ref_kv, strict=True):
+        torch.testing.assert_close(a, b)
 
 
 def test_the_source_keys_a_generation_keeps_hold_no_queries(rng):
@@ -223,7 +263,7 @@ def test_each_steps_bias_from_the_generations_table_equals_the_one_built_from_it
     checked = collections.Counter()
 
     def checking(self, tokens, positions, segments, kinds, steps, prefix_len=None, past=None, return_kv=False,
-                 bias=None):
+                 bias=None, states_from=None):
         if bias is not None:
             q = TokenDescription(kinds, steps, positions)
             want = self.attention_bias(q, past.describe(q), torch.float32)
@@ -231,7 +271,8 @@ def test_each_steps_bias_from_the_generations_table_equals_the_one_built_from_it
             assert got.shape == want.shape and torch.equal(got, want)
             assert got.stride(-2) % 8 == 0
             checked[tokens.size(0)] += 1
-        return real_forward(self, tokens, positions, segments, kinds, steps, prefix_len, past, return_kv, bias)
+        return real_forward(self, tokens, positions, segments, kinds, steps, prefix_len, past, return_kv, bias,
+                            states_from)
 
     monkeypatch.setattr(type(model.transformer), "forward", checking)
     # the relative bias's windows over the model's limit, as on a GPU (where the batch's would cost a sync)

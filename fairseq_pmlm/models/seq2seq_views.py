@@ -39,10 +39,13 @@ class UniLMv2Encoder(FairseqEncoder):
         kinds = real.long() * CONTEXT
         positions = (real.long().cumsum(1) - 1).clamp(min=0)  # left or right padding
         zeros = torch.zeros_like(src_tokens)
-        h, kvs = self.transformer(src_tokens, positions, zeros, kinds, zeros, return_kv=True)
+        # the layers' keys and values are what the decoder reads; the source's final states nobody does:
+        # the last layer computes its keys and values alone (a sixth of the source's compute at 6 layers)
+        _, kvs = self.transformer(src_tokens, positions, zeros, kinds, zeros, return_kv=True,
+                                  states_from=src_tokens.size(1))
         return {  # lists of tensors, as fairseq's generator passes them around
             # one row per source, never reordered: beam search's rows find theirs through "rows"
-            "encoder_out": [h],
+            "encoder_out": [],  # (the source's final states: not computed, see above)
             "kv": [_own(t) for kv in kvs for t in kv],  # flat [k0, v0, k1, v1, ...]
             "desc": list(TokenDescription(kinds, zeros, positions)),
             # one per row of the batch: its source row (none yet: row i is source i), its source length
@@ -107,11 +110,11 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
         positions = self._positions(src_len, torch.arange(T, device=prev.device))
         tokens = torch.cat([tgt, torch.full_like(prev, self.pseudo_idx)], 1)
         kinds = torch.cat([tgt_kinds, p_kinds], 1)
-        h = self.transformer(
+        # the [P]s' final states alone: the target tokens' last layer computes their keys and values only
+        return self.transformer(
             tokens, torch.cat([positions[:, :-1], positions], 1), torch.full_like(tokens, TARGET_SEGMENT),
-            kinds, torch.cat([steps[:, :-1], steps], 1), past=self._source_cache(encoder_out),
+            kinds, torch.cat([steps[:, :-1], steps], 1), past=self._source_cache(encoder_out), states_from=T - 1,
         )
-        return h[:, T - 1 :]
 
     @staticmethod
     def _source_cache(encoder_out, room=0):

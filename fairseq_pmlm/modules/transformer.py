@@ -79,13 +79,25 @@ class SelfAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.heads, self.head_dim).transpose(1, 2)  # B H T D
 
-    def forward(self, x, plan, past=None):
+    def forward(self, x, plan, past=None, states_from=None):
         """``plan``: list of ``PlanBlock`` (see ``UniLMv2Transformer.attention_plan``) or a
         ``FlexPlan`` (one flex attention call; its SDPA plan if flex fails).
         ``past``: a function that puts the cached keys and values before this call's
-        (``KVCache.extend`` of this layer; incremental decoding). Returns the output and this
-        call's own (k, v)."""
-        q, k, v = self._project(x, incremental=past is not None)
+        (``KVCache.extend`` of this layer; incremental decoding). ``states_from``: the output of
+        query rows [states_from, T) only (a one-block plan; T: no output, None returned), keys and
+        values of all. Returns the output and this call's own (k, v)."""
+        if states_from is None:
+            q, k, v = self._project(x, incremental=past is not None)
+        else:
+            self._joined = None  # (made again from the weights of the moment by the next step that needs it)
+            k, v = self._split(self.key(x)), self._split(self.value(x))
+            if states_from == x.size(1):
+                return None, (k, v)
+            assert isinstance(plan, list) and len(plan) == 1, "states_from needs a one-block plan"
+            q = self._split(self.query(x[:, states_from:]))
+            block = plan[0]
+            plan = [block._replace(query_end=block.query_end - states_from,
+                                   bias=None if block.bias is None else block.bias[..., states_from:, :])]
         new_kv = (k, v)
         p = self.dropout if self.training else 0.0
         if isinstance(plan, flex_attention.FlexPlan):
@@ -185,10 +197,14 @@ class Block(nn.Module):
         self.ffn_ln = LayerNorm(dim, eps=s.layernorm_eps)
         self.drop = nn.Dropout(s.dropout)
 
-    def forward(self, x, plan, past=None):
+    def forward(self, x, plan, past=None, states_from=None):
         # dropout is the identity outside training: not called then (decoding is bound by calls)
         drop = self.drop if self.training else _identity
-        a, kv = self.attn(x, plan, past)
+        a, kv = self.attn(x, plan, past, states_from)
+        if a is None:  # keys and values only
+            return None, kv
+        if states_from is not None:
+            x = x[:, states_from:]
         x = self.attn_ln(x + drop(a))
         x = self.ffn_ln(x + drop(self.fc2(F.gelu(self.fc1(x)))))
         return x, kv
@@ -421,7 +437,7 @@ class UniLMv2Transformer(nn.Module):
         return blocks
 
     def forward(self, tokens, positions, segments, kinds, steps, prefix_len=None, past=None, return_kv=False,
-                bias=None):
+                bias=None, states_from=None):
         """Returns final hidden states [B, T, C] (and per-layer (k, v) if asked).
 
         ``prefix_len``: optional int, every row's context occupies columns [0, prefix_len)
@@ -430,7 +446,11 @@ class UniLMv2Transformer(nn.Module):
         (the source, and in decoding steps the target so far). With ``return_kv``, each layer's
         (k, v) of these tokens. ``bias``: with ``past``, a function of the attention dtype giving
         these tokens' bias over the cached keys and their own, where the caller has it already
-        (decoding steps: ``seq2seq_views.StepBiases``); by default it is built from the descriptions."""
+        (decoding steps: ``seq2seq_views.StepBiases``); by default it is built from the descriptions.
+        ``states_from``: the caller reads the final states of columns [states_from, T) alone (with
+        ``past`` or without ``prefix_len``: a one-block plan), so the last layer computes the other
+        columns' keys and values only, not their attention and feed-forward: [B, T - states_from, C]
+        is returned, or None for T (keys and values alone: the sequence-to-sequence source)."""
         x = self.embed(tokens, positions, segments)
         q = TokenDescription(kinds, steps, positions)
         k = q if past is None else past.describe(q)
@@ -453,12 +473,14 @@ class UniLMv2Transformer(nn.Module):
         else:
             plan = self.attention_plan(q, k, dtype, prefix_len, layout, self.uses_toeplitz(layout, x.device, compiled))
         assert past is None or len(plan) == 1, "with cached keys every query attends over all keys: one block"
-        kvs = []
+        assert states_from is None or not compiled, "states_from with compiled layers"
+        kvs, last = [], len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             if compiled:
                 x, kv = compiled_layers.run(layer, x, plan)
             else:
-                x, kv = layer(x, plan, None if past is None else functools.partial(past.extend, i))
+                x, kv = layer(x, plan, None if past is None else functools.partial(past.extend, i),
+                              states_from if i == last else None)
             if return_kv:
                 kvs.append(kv)
         if compiled:
