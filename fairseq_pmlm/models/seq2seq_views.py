@@ -40,7 +40,8 @@ class UniLMv2Encoder(FairseqEncoder):
         positions = (real.long().cumsum(1) - 1).clamp(min=0)  # left or right padding
         zeros = torch.zeros_like(src_tokens)
         # the layers' keys and values are what the decoder reads; the source's final states nobody does:
-        # the last layer computes its keys and values alone (a sixth of the source's compute at 6 layers)
+        # the last layer computes its keys and values alone (its queries, attention and feed-forward over
+        # the source were forward work only: nothing backpropagated through them)
         _, kvs = self.transformer(src_tokens, positions, zeros, kinds, zeros, return_kv=True,
                                   states_from=src_tokens.size(1))
         return {  # lists of tensors, as fairseq's generator passes them around
