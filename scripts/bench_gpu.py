@@ -48,6 +48,7 @@ with interruptible():
 
     from fairseq_pmlm.modules import compiled_layers, flex_attention, toeplitz_attention
     from fairseq_pmlm.modules.attention_rule import ORIGINAL
+    from fairseq_pmlm.modules.transformer import ReadCells
     from fairseq_pmlm.runtime.interrupts import one_line_exit
 
 SIZES = {
@@ -114,14 +115,20 @@ def train_flops(sample, s, vocab, pad):
     """Model FLOPs of one update (forward + backward = 3x forward), counting every computed
     token, the appended ones included: dense layers 6 x params x tokens, attention 12 x dim
     per query-key pair actually computed (PMLM's context rows skip the appended keys), LM
-    head 6 x dim x vocab per predicted token."""
+    head 6 x dim x vocab per predicted token. PMLM's last layer computes keys and values for
+    every token, the rest for the R columns a row's loss reads (``ReadCells``) over all keys."""
     ni = sample["net_input"]
     B, T = ni["src_tokens"].shape
     P = ni.get("prefix_len") or T
+    mask = sample["target"].ne(pad)
+    predicted = int(mask.sum())
+    dim, layers, pmlm = s["dim"], s["layers"], "kinds" in ni
+    R = ReadCells.of(mask).columns.size(1) if pmlm else T
+    body = 4 * dim**2 + 2 * dim * s["ffn"]
+    dense = (layers - 1) * body * B * T + 2 * dim**2 * B * T + (body - 2 * dim**2) * B * R
     pairs = B * (P * P + (T - P) * T)
-    predicted = int(sample["target"].ne(pad).sum())
-    body = s["layers"] * (4 * s["dim"] ** 2 + 2 * s["dim"] * s["ffn"])
-    return 6 * body * B * T + 12 * s["layers"] * s["dim"] * pairs + 6 * s["dim"] * (vocab + s["dim"]) * predicted
+    pairs = (layers - 1) * pairs + (B * R * T if pmlm else pairs)
+    return 6 * dense + 12 * dim * pairs + 6 * dim * (vocab + dim) * predicted
 
 
 def naive_batches(sample, pad, batch):

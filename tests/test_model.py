@@ -229,8 +229,9 @@ def test_lm_head_projection_is_the_token_embedding_itself(dictionary):
 
 
 def test_model_with_masked_tokens_projects_only_those_positions_and_equals_the_full_projection(dictionary):
-    """``masked_tokens`` as fairseq's bool mask or as the flat indices of its cells (no device sync)."""
+    """``masked_tokens`` as fairseq's bool mask or as its ``ReadCells`` (the criterion's)."""
     from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
+    from fairseq_pmlm.modules.transformer import ReadCells
 
     torch.manual_seed(0)
     cfg = UniLMv2Config(encoder_layers=2, encoder_embed_dim=32, encoder_ffn_embed_dim=64, encoder_attention_heads=4)
@@ -241,7 +242,7 @@ def test_model_with_masked_tokens_projects_only_those_positions_and_equals_the_f
     assert 0 < int(mask.sum()) < mask.numel()
     with torch.no_grad():
         some, _ = model(**batch["net_input"], masked_tokens=mask)
-        indexed, _ = model(**batch["net_input"], masked_tokens=mask.flatten().nonzero().squeeze(1))
+        indexed, _ = model(**batch["net_input"], masked_tokens=ReadCells.of(mask))
         full, _ = model(**batch["net_input"])
         feats, _ = model(**batch["net_input"], features_only=True)
     assert full.shape == (*mask.shape, len(dictionary)) and feats.shape == (*mask.shape, 32)
@@ -347,10 +348,11 @@ def test_every_bias_block_reaches_the_fused_attention_with_8_aligned_rows_and_th
         monkeypatch.undo()
 
 
-def test_the_pmlm_criterion_waits_for_the_device_once_and_gives_the_bool_selections_numbers(dictionary):
-    """One op that would make the host wait for a GPU (the index of the loss positions) where a
-    bool selection per tensor and per loss part made 7; its loss, counts and sums are those of
-    the bool selections."""
+def test_the_pmlm_criterion_waits_for_the_device_once_and_gives_the_bool_selections_numbers(dictionary, monkeypatch):
+    """One op that would make the host wait for a GPU (the count of the loss positions, with the
+    most in a row: ``ReadCells``) where a bool selection per tensor and per loss part made 7; its
+    loss, counts and sums are those of the bool selections. (The relative bias's windows over the
+    model's limit, as on a GPU: the CPU reads the batch's, free there, a sync on a GPU.)"""
     from types import SimpleNamespace
 
     from torch.profiler import ProfilerActivity, profile
@@ -363,9 +365,10 @@ def test_the_pmlm_criterion_waits_for_the_device_once_and_gives_the_bool_selecti
     model = UniLMv2Model(cfg, dictionary).eval()
     criterion = PMLMCriterion(SimpleNamespace(target_dictionary=dictionary))
     batch = random_batches(dictionary, 11, n_batches=1, size=4)[0]
+    monkeypatch.setattr(type(model.transformer), "position_bound", lambda self, q_pos, k_pos: cfg.max_positions)
     with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
         loss, sample_size, out = criterion(model, batch)
-    assert sum(e.name == "aten::nonzero" for e in prof.events()) == 1
+    assert sum(e.name in ("aten::nonzero", "aten::item") for e in prof.events()) == 1
     with torch.no_grad():
         mask = batch["target"].ne(dictionary.pad())
         logits, _ = model(**batch["net_input"], masked_tokens=mask)
@@ -377,6 +380,73 @@ def test_the_pmlm_criterion_waits_for_the_device_once_and_gives_the_bool_selecti
     for name, kind in PART_KINDS.items():
         assert int(out[f"{name}_count"]) == counts[name]
         assert torch.allclose(out[f"{name}_loss"], nll[kinds.eq(kind)].sum(), rtol=1e-6)
+
+
+def test_read_cells_lay_each_rows_loss_cells_out_for_the_last_layer():
+    """The docstring's worked example, and a row that reads nothing."""
+    from fairseq_pmlm.modules.transformer import ReadCells
+
+    read = ReadCells.of(torch.tensor([[0, 1, 0, 1], [1, 0, 0, 0]], dtype=torch.bool))
+    assert read.columns.tolist() == [[1, 3], [0, 1]]
+    assert read.index.tolist() == [0, 1, 2] and read.cells.tolist() == [1, 3, 4]
+    mask = torch.tensor([[0, 0, 0], [0, 1, 1], [1, 0, 1]], dtype=torch.bool)
+    read = ReadCells.of(mask)
+    assert read.cells.tolist() == mask.flatten().nonzero().squeeze(1).tolist()
+    assert read.columns.flatten()[read.index].tolist() == [1, 2, 0, 2]
+
+
+@pytest.mark.parametrize("case", ["ae+par", "ae", "shared-context", "no-relpos"])
+def test_pre_training_computes_what_every_columns_last_layer_gives(case, dictionary, monkeypatch):
+    """The loss reads the final states of the masked context cells and the [P]s alone, so the last
+    layer runs queries, attention and feed-forward for those columns only (``ReadCells``): the
+    criterion's loss, logits and every parameter's gradient are those of the last layer computed for
+    every column and then cut (dropout off: its draws would differ). Worked example, the AE+PAR
+    batches here: the last layer's queries over 4 x 110 and 4 x 106 columns become 4 x 48 and 4 x 46."""
+    from types import SimpleNamespace
+
+    from fairseq_pmlm.criterions.pmlm import PMLMCriterion
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
+    from fairseq_pmlm.modules.transformer import UniLMv2Transformer, take_columns
+
+    torch.manual_seed(0)
+    cfg = UniLMv2Config(encoder_layers=2, encoder_embed_dim=32, encoder_ffn_embed_dim=64, encoder_attention_heads=4,
+                        dropout=0.0, attention_dropout=0.0, no_rel_pos=case == "no-relpos")
+    model = UniLMv2Model(cfg, dictionary).train()
+    criterion = PMLMCriterion(SimpleNamespace(target_dictionary=dictionary))
+    if case == "shared-context":  # the shared context block's bias (``context_bias``)
+        batches = [alike_contexts_batch(dictionary, seed) for seed in (1, 2)]
+    else:
+        batches = random_batches(dictionary, 5, n_batches=2, size=4, objective="ae" if case == "ae" else "ae+par")
+    run = UniLMv2Transformer.forward
+    widths = []
+
+    def every_column(self, *args, read=None, **kwargs):
+        x = run(self, *args, **kwargs)
+        return x if read is None else take_columns(x, read)
+
+    def spy(self, *args, read=None, **kwargs):
+        widths.append(None if read is None else tuple(read.shape))
+        return run(self, *args, read=read, **kwargs)
+
+    def steps():
+        out = []
+        for batch in batches:
+            model.zero_grad()
+            loss, _, _ = criterion(model, batch)
+            loss.backward()
+            out.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+        return out
+
+    monkeypatch.setattr(UniLMv2Transformer, "forward", spy)
+    got = steps()
+    assert all(w is not None and w[1] < batch["target"].size(1) for w, batch in zip(widths, batches, strict=True))
+    monkeypatch.setattr(UniLMv2Transformer, "forward", every_column)
+    want = steps()
+    for (loss, grads), (ref_loss, ref_grads) in zip(got, want, strict=True):
+        torch.testing.assert_close(loss, ref_loss)
+        assert grads.keys() == ref_grads.keys()
+        for name in grads:
+            torch.testing.assert_close(grads[name], ref_grads[name], msg=name)
 
 
 def alike_contexts_batch(d, seed, size=4, n1=9, n2=12, **masking):

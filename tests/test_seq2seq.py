@@ -121,7 +121,7 @@ def test_the_joined_projection_gives_the_three_projections_values_and_follows_ne
 @pytest.mark.parametrize("rel_pos", [True, False], ids=["relpos", "no-relpos"])
 def test_fine_tuning_and_decoding_compute_what_every_columns_last_layer_gives(rel_pos, rng, monkeypatch):
     """The views read the source's keys and values and the [P]s' final states alone, so the last layer
-    runs its attention and feed-forward for the [P] rows only (``states_from``): the logits, every
+    runs its attention and feed-forward for the [P] rows only (``read``): the logits, every
     parameter's gradient and the generation's keys are those of the last layer computed for every
     column and then cut (dropout off: its draws would differ). Worked example, 2 layers, sources of
     3-11 tokens, targets of 2-7: the last layer's queries and feed-forward over 8-18 rows become 2-7."""
@@ -130,12 +130,12 @@ def test_fine_tuning_and_decoding_compute_what_every_columns_last_layer_gives(re
     src, lens, prev, tgt = random_pairs(d, rng)
     run = UniLMv2Transformer.forward
 
-    def every_column(self, *args, states_from=None, **kwargs):
+    def every_column(self, *args, read=None, **kwargs):
         out = run(self, *args, **kwargs)
-        if states_from is None:
+        if read is None:
             return out
         x, kvs = out if kwargs.get("return_kv") else (out, None)
-        x = None if states_from == x.size(1) else x[:, states_from:]
+        x = None if read == x.size(1) else x[:, read:]
         return (x, kvs) if kwargs.get("return_kv") else x
 
     def fine_tuning_step():
@@ -263,7 +263,7 @@ def test_each_steps_bias_from_the_generations_table_equals_the_one_built_from_it
     checked = collections.Counter()
 
     def checking(self, tokens, positions, segments, kinds, steps, prefix_len=None, past=None, return_kv=False,
-                 bias=None, states_from=None):
+                 bias=None, read=None):
         if bias is not None:
             q = TokenDescription(kinds, steps, positions)
             want = self.attention_bias(q, past.describe(q), torch.float32)
@@ -272,7 +272,7 @@ def test_each_steps_bias_from_the_generations_table_equals_the_one_built_from_it
             assert got.stride(-2) % 8 == 0
             checked[tokens.size(0)] += 1
         return real_forward(self, tokens, positions, segments, kinds, steps, prefix_len, past, return_kv, bias,
-                            states_from)
+                            read)
 
     monkeypatch.setattr(type(model.transformer), "forward", checking)
     # the relative bias's windows over the model's limit, as on a GPU (where the batch's would cost a sync)

@@ -14,6 +14,7 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
 from ..modules.attention_rule import CONTEXT, PSEUDO
+from ..modules.transformer import ReadCells
 from ..objectives import LOSS_PARTS
 
 # the token kind each loss part predicts at
@@ -28,12 +29,13 @@ class PMLMCriterionConfig(FairseqDataclass):
 @register_criterion("pmlm", dataclass=PMLMCriterionConfig)
 class PMLMCriterion(FairseqCriterion):
     def forward(self, model, sample, reduce=True):
-        # one device sync a forward, as fairseq's masked_lm: the count of loss positions. Every
-        # selection after it reads that index, and the sums and sample_size stay on the device
-        index = sample["target"].ne(self.padding_idx).flatten().nonzero().squeeze(1)
-        logits, _ = model(**sample["net_input"], masked_tokens=index)
-        target = sample["target"].flatten().index_select(0, index)
-        kinds = sample["net_input"]["kinds"].flatten().index_select(0, index)
+        # one device sync a forward, as fairseq's masked_lm: the count of loss cells (and the most in a
+        # row, for the last layer, which computes those alone). Every selection after it reads their
+        # index, and the sums and sample_size stay on the device
+        read = ReadCells.of(sample["target"].ne(self.padding_idx))
+        logits, _ = model(**sample["net_input"], masked_tokens=read)
+        target = sample["target"].flatten().index_select(0, read.cells)
+        kinds = sample["net_input"]["kinds"].flatten().index_select(0, read.cells)
         nll = F.cross_entropy(logits.float(), target, reduction="none")
         correct = logits.argmax(-1).eq(target)
         out = {"ntokens": sample["ntokens"], "nsentences": sample["nsentences"]}

@@ -43,7 +43,7 @@ class UniLMv2Encoder(FairseqEncoder):
         # the last layer computes its keys and values alone (its queries, attention and feed-forward over
         # the source were forward work only: nothing backpropagated through them)
         _, kvs = self.transformer(src_tokens, positions, zeros, kinds, zeros, return_kv=True,
-                                  states_from=src_tokens.size(1))
+                                  read=src_tokens.size(1))
         return {  # lists of tensors, as fairseq's generator passes them around
             # one row per source, never reordered: beam search's rows find theirs through "rows"
             "encoder_out": [],  # (the source's final states: not computed, see above)
@@ -114,7 +114,7 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
         # the [P]s' final states alone: the target tokens' last layer computes their keys and values only
         return self.transformer(
             tokens, torch.cat([positions[:, :-1], positions], 1), torch.full_like(tokens, TARGET_SEGMENT),
-            kinds, torch.cat([steps[:, :-1], steps], 1), past=self._source_cache(encoder_out), states_from=T - 1,
+            kinds, torch.cat([steps[:, :-1], steps], 1), past=self._source_cache(encoder_out), read=T - 1,
         )
 
     @staticmethod

@@ -18,7 +18,7 @@ from fairseq.utils import safe_getattr
 from ..arch import ARCH_SIZES, SIZE_FIELDS, TransformerShape
 from ..errors import BadInput
 from ..modules.attention_rule import CONTEXT
-from ..modules.transformer import UniLMv2Transformer
+from ..modules.transformer import ReadCells, UniLMv2Transformer
 from ..runtime import checkpoint_files
 from ..runtime.process_group_guard import require_process_group
 from ..symbols import FAIRSEQ_MASK_SYMBOL, MASK_SYMBOL, PSEUDO_SYMBOL
@@ -189,8 +189,9 @@ class UniLMv2Model(BaseFairseqModel):
                 masked_tokens=None, features_only=False, prev_output_tokens=None, src_lengths=None,
                 classification_head_name=None, span_head_name=None, **kwargs):
         """Pre-training batches (``kinds``/``steps`` given): hidden states, or LM logits only
-        where ``masked_tokens`` is True (a bool [B, T]; or the flat indices of those cells, in
-        B x T order). Sequence-to-sequence batches (``prev_output_tokens``
+        where ``masked_tokens`` is True (a bool [B, T], as fairseq's; or its ``ReadCells``, which
+        the pmlm criterion makes in the one device sync of its forward), in B x T order: then the
+        last layer computes those cells alone. Sequence-to-sequence batches (``prev_output_tokens``
         given): the logits of the [P] tokens, one per target token, as fairseq's
         encoder-decoder models return them. ``prefix_len``: see ``attention_plan``.
         Plain ``[SOS] A [EOS] (B [EOS])`` batches (only ``src_tokens``, as fairseq's
@@ -201,6 +202,13 @@ class UniLMv2Model(BaseFairseqModel):
         if kinds is None:
             positions, segments, kinds, steps = nlu_layout(src_tokens, self.pad, self.eos)
             segments = segments.clamp(max=self.cfg.type_vocab_size - 1)
+        heads = classification_head_name is not None or span_head_name is not None
+        if masked_tokens is not None and not (features_only or heads):
+            # the last layer computes the read cells alone (``ReadCells``)
+            read = masked_tokens if isinstance(masked_tokens, ReadCells) else ReadCells.of(masked_tokens)
+            x = self.transformer(src_tokens, positions, segments, kinds, steps, prefix_len=prefix_len,
+                                 read=read.columns)
+            return self.transformer.lm_head(x.flatten(0, 1).index_select(0, read.index)), {}
         x = self.transformer(src_tokens, positions, segments, kinds, steps, prefix_len=prefix_len)
         if classification_head_name is not None:
             if not bool(src_tokens[:, 0].eq(self.bos).all()):
@@ -212,10 +220,6 @@ class UniLMv2Model(BaseFairseqModel):
             return self.span_heads[span_head_name](x), {}
         if features_only:
             return x, {}
-        if masked_tokens is not None:
-            # indices (the pmlm criterion's) select without the device sync a bool mask needs
-            flat = masked_tokens.dtype != torch.bool
-            x = x.flatten(0, 1).index_select(0, masked_tokens) if flat else x[masked_tokens]
         return self.transformer.lm_head(x), {}
 
     def autocast_weights(self):

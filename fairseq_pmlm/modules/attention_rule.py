@@ -30,6 +30,10 @@ class TokenDescription(NamedTuple):
         """The description of columns [start, end)."""
         return TokenDescription(*(t[:, start:end] for t in self))
 
+    def take(self, columns):
+        """The description of the columns ``columns`` [B, R] of each row (``ReadCells.columns``)."""
+        return TokenDescription(*(t.gather(1, columns) for t in self))
+
     def first_row(self):
         """The description of the first row alone ([1, T]): what a bias shared by every row reads."""
         return TokenDescription(*(t[:1] for t in self))

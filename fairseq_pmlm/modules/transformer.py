@@ -79,25 +79,21 @@ class SelfAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.heads, self.head_dim).transpose(1, 2)  # B H T D
 
-    def forward(self, x, plan, past=None, states_from=None):
+    def forward(self, x, plan, past=None, read=None):
         """``plan``: list of ``PlanBlock`` (see ``UniLMv2Transformer.attention_plan``) or a
         ``FlexPlan`` (one flex attention call; its SDPA plan if flex fails).
         ``past``: a function that puts the cached keys and values before this call's
-        (``KVCache.extend`` of this layer; incremental decoding). ``states_from``: the output of
-        query rows [states_from, T) only (a one-block plan; T: no output, None returned), keys and
-        values of all. Returns the output and this call's own (k, v)."""
-        if states_from is None:
+        (``KVCache.extend`` of this layer; incremental decoding). ``read``: the output of those
+        query columns only (``take_columns``), whose attention ``plan`` is (None: no output, None
+        returned), keys and values of all. Returns the output and this call's own (k, v)."""
+        if read is None:
             q, k, v = self._project(x, incremental=past is not None)
         else:
             self._joined = None  # (made again from the weights of the moment by the next step that needs it)
             k, v = self._split(self.key(x)), self._split(self.value(x))
-            if states_from == x.size(1):
+            if plan is None:
                 return None, (k, v)
-            assert isinstance(plan, list) and len(plan) == 1, "states_from needs a one-block plan"
-            q = self._split(self.query(x[:, states_from:]))
-            block = plan[0]
-            plan = [block._replace(query_end=block.query_end - states_from,
-                                   bias=None if block.bias is None else block.bias[..., states_from:, :])]
+            q = self._split(self.query(take_columns(x, read)))
         new_kv = (k, v)
         p = self.dropout if self.training else 0.0
         if isinstance(plan, flex_attention.FlexPlan):
@@ -197,14 +193,14 @@ class Block(nn.Module):
         self.ffn_ln = LayerNorm(dim, eps=s.layernorm_eps)
         self.drop = nn.Dropout(s.dropout)
 
-    def forward(self, x, plan, past=None, states_from=None):
+    def forward(self, x, plan, past=None, read=None):
         # dropout is the identity outside training: not called then (decoding is bound by calls)
         drop = self.drop if self.training else _identity
-        a, kv = self.attn(x, plan, past, states_from)
+        a, kv = self.attn(x, plan, past, read)
         if a is None:  # keys and values only
             return None, kv
-        if states_from is not None:
-            x = x[:, states_from:]
+        if read is not None:
+            x = take_columns(x, read)
         x = self.attn_ln(x + drop(a))
         x = self.ffn_ln(x + drop(self.fc2(F.gelu(self.fc1(x)))))
         return x, kv
@@ -212,6 +208,43 @@ class Block(nn.Module):
 
 def _identity(x):
     return x
+
+
+def take_columns(x, read):
+    """The columns [B, R, ...] of ``x`` [B, T, ...] that a caller reads: an int s, columns [s, T) (a
+    view); a LongTensor [B, R], those columns of each row (``ReadCells.columns``)."""
+    if isinstance(read, int):
+        return x[:, read:]
+    return x.gather(1, read.view(*read.shape, *(1,) * (x.dim() - 2)).expand(*read.shape, *x.shape[2:]))
+
+
+class ReadCells(NamedTuple):
+    """The cells of a [B, T] batch whose final states a caller reads (the pre-training loss's), laid out
+    for the last layer, which computes those alone (``UniLMv2Transformer.forward``'s ``read``):
+    ``columns`` [B, R], each row's read columns in order, then unread ones standing in for a row that
+    reads fewer than R, the most any row reads (computed, then dropped); ``index`` [N], the read ones
+    among those B x R cells; ``cells`` [N], the same cells among the B x T, in B x T order (fairseq's
+    ``x[mask]`` order). Worked example, mask rows [0 1 0 1] and [1 0 0 0]: R = 2, columns [[1, 3],
+    [0, 1]], index [0, 1, 2], cells [1, 3, 4]."""
+
+    columns: torch.Tensor
+    index: torch.Tensor
+    cells: torch.Tensor
+
+    @classmethod
+    def of(cls, mask):
+        """From a bool mask [B, T], in one device sync (as fairseq's ``x[mask]``): N and R, read as one
+        number, N * (T + 1) + R; the rest are stable sorts, which put each row's read cells first, in
+        their order."""
+        B, T = mask.shape
+        counts = mask.sum(1)
+        N, R = divmod(int(counts.sum() * (T + 1) + counts.max()), T + 1)
+        columns = mask.logical_not().to(torch.uint8).argsort(dim=1, stable=True)[:, :max(R, 1)]
+        R = columns.size(1)
+        real = torch.arange(R, device=mask.device) < counts[:, None]
+        index = real.logical_not().flatten().to(torch.uint8).argsort(stable=True)[:N]
+        rows = torch.arange(B, device=mask.device)[:, None] * T
+        return cls(columns, index, (columns + rows).flatten().index_select(0, index))
 
 
 class LMHead(nn.Module):
@@ -437,7 +470,7 @@ class UniLMv2Transformer(nn.Module):
         return blocks
 
     def forward(self, tokens, positions, segments, kinds, steps, prefix_len=None, past=None, return_kv=False,
-                bias=None, states_from=None):
+                bias=None, read=None):
         """Returns final hidden states [B, T, C] (and per-layer (k, v) if asked).
 
         ``prefix_len``: optional int, every row's context occupies columns [0, prefix_len)
@@ -447,10 +480,11 @@ class UniLMv2Transformer(nn.Module):
         (k, v) of these tokens. ``bias``: with ``past``, a function of the attention dtype giving
         these tokens' bias over the cached keys and their own, where the caller has it already
         (decoding steps: ``seq2seq_views.StepBiases``); by default it is built from the descriptions.
-        ``states_from``: the caller reads the final states of columns [states_from, T) alone (with
-        ``past`` or without ``prefix_len``: a one-block plan), so the last layer computes the other
-        columns' keys and values only, not their attention and feed-forward: [B, T - states_from, C]
-        is returned, or None for T (keys and values alone: the sequence-to-sequence source)."""
+        ``read``: the caller reads the final states of those columns alone (``take_columns``): an int s,
+        columns [s, T) (with ``past`` or without ``prefix_len``: a one-block plan), or a LongTensor
+        [B, R] (``ReadCells.columns``: the pre-training loss's cells). The last layer computes the
+        other columns' keys and values only, not their attention and feed-forward: [B, R, C] is
+        returned, or None for s = T (keys and values alone: the sequence-to-sequence source)."""
         x = self.embed(tokens, positions, segments)
         q = TokenDescription(kinds, steps, positions)
         k = q if past is None else past.describe(q)
@@ -473,19 +507,37 @@ class UniLMv2Transformer(nn.Module):
         else:
             plan = self.attention_plan(q, k, dtype, prefix_len, layout, self.uses_toeplitz(layout, x.device, compiled))
         assert past is None or len(plan) == 1, "with cached keys every query attends over all keys: one block"
-        assert states_from is None or not compiled, "states_from with compiled layers"
         kvs, last = [], len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             if compiled:
                 x, kv = compiled_layers.run(layer, x, plan)
+            elif i == last and read is not None:
+                x, kv = layer(x, self.read_plan(plan, read, q, k, dtype), None if past is None else
+                              functools.partial(past.extend, i), read)
             else:
-                x, kv = layer(x, plan, None if past is None else functools.partial(past.extend, i),
-                              states_from if i == last else None)
+                x, kv = layer(x, plan, None if past is None else functools.partial(past.extend, i))
             if return_kv:
                 kvs.append(kv)
-        if compiled:
+        if compiled:  # every column computed (static shapes), then cut
             x = x[:, :T]
+            if read is not None:
+                x = None if isinstance(read, int) and read == T else take_columns(x, read)
         return (x, kvs) if return_kv else x
+
+    def read_plan(self, plan, read, q: TokenDescription, k: TokenDescription, dtype):
+        """The last layer's plan for the query columns ``read`` alone (``forward``), None for none. Columns
+        [s, T): the one block's rows from s. Columns [B, R]: one block over all keys, its bias built by the
+        rule for those columns ([B, H, R, Tk]: every query kind's rule at once, so no prefix split)."""
+        if not isinstance(read, int):
+            return [PlanBlock(0, read.size(1), k.kinds.size(1), self.attention_bias(q.take(read), k, dtype))]
+        if read == q.kinds.size(1):
+            return None
+        if isinstance(plan, flex_attention.FlexPlan):
+            plan = plan.sdpa_plan()
+        assert len(plan) == 1, "columns [s, T) need a one-block plan"
+        block = plan[0]
+        return [block._replace(query_end=block.query_end - read,
+                               bias=None if block.bias is None else block.bias[..., read:, :])]
 
 
 class ContextLayout(NamedTuple):
