@@ -193,7 +193,7 @@ def profile_update(s, args, device, ran):
 
     from fairseq_pmlm.modules import toeplitz_attention
     from fairseq_pmlm.modules.attention_rule import TokenDescription
-    from fairseq_pmlm.modules.transformer import check_prefix_len
+    from fairseq_pmlm.modules.transformer import ReadCells, check_prefix_len
 
     task, trainer = bench_pretrain.setup(args)
     sample = bench_pretrain.full_length_batch(task.dataset("train"), s["batch"], s["length"])
@@ -270,8 +270,12 @@ def profile_update(s, args, device, ran):
     # the Triton path: the context block's bias is its distance table (the rest is inside the kernel)
     toeplitz = transformer.uses_toeplitz(layout, ni["kinds"].device, transformer.compile_layers)
 
+    # and the last layer's: one block for the columns the loss reads
+    read = ReadCells.of(sample["target"].to(ni["kinds"].device).ne(task.source_dictionary.pad())).columns
+
     def bias_pass():
         plan = transformer.attention_plan(q, q, dtype, P, layout, toeplitz)
+        plan += transformer.read_plan(plan, read, q, q, dtype)
         out = [b.bias.table if isinstance(b.bias, toeplitz_attention.ToeplitzBias) else b.bias.expand(B, -1, -1, -1)
                for b in plan if b.bias is not None]
         out = [b for b in out if b.requires_grad]
@@ -280,7 +284,7 @@ def profile_update(s, args, device, ran):
 
     bias = bench_pretrain.time_calls(bias_pass, 1, s["steps"])
     path = ("Triton path outside the kernel (the context block's distance table, the appended block's bias; "
-            if toeplitz else "SDPA path (both attention blocks; ")
+            if toeplitz else "SDPA path (both attention blocks; ") + "the last layer's block of the loss's columns; "
     lines += ["", f"relative-position bias of the {path}forward + backward, timed alone; "
                   f"context bias {'shared by every row' if shared else 'per row'}): "
                   f"{1000 * bias:.2f} ms of a {ms:.1f} ms update = {100 * bias / update:.1f}% (target <= 3%)"]

@@ -77,6 +77,31 @@ def test_compiled_layers_give_the_eager_layers_hidden_states_and_gradients(dicti
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs == 1  # one length, one graph
 
 
+def test_compiled_layers_compute_every_column_and_cut_the_read_ones_as_the_eager_last_layer_gives(
+        dictionary, traced_on_cpu):
+    """The eager last layer computes the read columns alone (``ReadCells``); compiled layers keep their
+    static shapes, compute every column and cut: the same outputs and gradients."""
+    from fairseq_pmlm.modules.transformer import ReadCells
+
+    eager, compiled = twins(dictionary)
+    ni = batch(dictionary, 1)
+    mask = ni["kinds"] != PAD
+    mask[:, 1::3] = False
+    read = ReadCells.of(mask)
+    args = (ni["src_tokens"], ni["positions"], ni["segments"], ni["kinds"], ni["steps"])
+    outs = []
+    for m in (eager, compiled):
+        out = m(*args, prefix_len=ni["prefix_len"], read=read.columns).flatten(0, 1).index_select(0, read.index)
+        (out * torch.randn(out.shape, generator=torch.Generator().manual_seed(0))).sum().backward()
+        outs.append(out.detach())
+    assert outs[0].shape == (int(mask.sum()), 32) and (outs[0] - outs[1]).abs().max() < 1e-5
+    for (name, p), q in zip(eager.named_parameters(), compiled.parameters()):
+        assert (p.grad is None) == (q.grad is None), name
+        if p.grad is not None:
+            assert torch.allclose(p.grad, q.grad, atol=1e-5, rtol=1e-4), name
+    assert compiled_layers._state["compiled"] is not None
+
+
 def test_a_machine_where_compiling_fails_runs_the_layers_eagerly_with_one_warning(dictionary, traced_on_cpu,
                                                                                   monkeypatch, caplog):
     def no_compiler(fn, **options):

@@ -382,6 +382,29 @@ def test_the_pmlm_criterion_waits_for_the_device_once_and_gives_the_bool_selecti
         assert torch.allclose(out[f"{name}_loss"], nll[kinds.eq(kind)].sum(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_the_pmlm_loss_of_half_precision_logits_is_the_fp32_copys(dtype, dictionary):
+    """fairseq's --fp16 hands the criterion fp16 logits: its fp32 log-probabilities (no fp32 copy of the
+    logits) give the loss and the logits' gradient that cross entropy over an fp32 copy gives."""
+    from types import SimpleNamespace
+
+    from fairseq_pmlm.criterions.pmlm import PMLMCriterion
+
+    batch = random_batches(dictionary, 11, n_batches=1, size=4)[0]
+    mask = batch["target"].ne(dictionary.pad())
+    torch.manual_seed(0)
+    logits = (4 * torch.randn(int(mask.sum()), len(dictionary))).to(dtype).requires_grad_()
+    criterion = PMLMCriterion(SimpleNamespace(target_dictionary=dictionary))
+    loss, _, _ = criterion(lambda **net_input: (logits, {}), batch)
+    loss.backward()
+    got = logits.grad.clone()
+    logits.grad = None
+    want = F.cross_entropy(logits.float(), batch["target"][mask], reduction="none").sum()
+    want.backward()
+    assert loss.dtype == torch.float32 and torch.equal(loss, want)
+    assert got.dtype == dtype and torch.equal(got, logits.grad)
+
+
 def test_read_cells_lay_each_rows_loss_cells_out_for_the_last_layer():
     """The docstring's worked example, and a row that reads nothing."""
     from fairseq_pmlm.modules.transformer import ReadCells

@@ -36,7 +36,9 @@ class PMLMCriterion(FairseqCriterion):
         logits, _ = model(**sample["net_input"], masked_tokens=read)
         target = sample["target"].flatten().index_select(0, read.cells)
         kinds = sample["net_input"]["kinds"].flatten().index_select(0, read.cells)
-        nll = F.cross_entropy(logits.float(), target, reduction="none")
+        # fp32 log-probabilities straight from half-precision logits, as fairseq's cross_entropy: no fp32
+        # copy of the [N, V] logits forward, nor a cast of their gradient back (the same numbers)
+        nll = F.nll_loss(F.log_softmax(logits, -1, dtype=torch.float32), target, reduction="none")
         correct = logits.argmax(-1).eq(target)
         out = {"ntokens": sample["ntokens"], "nsentences": sample["nsentences"]}
         for name, kind in PART_KINDS.items():
