@@ -77,12 +77,16 @@ def test_compiled_layers_give_the_eager_layers_hidden_states_and_gradients(dicti
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs == 1  # one length, one graph
 
 
-def test_compiled_layers_compute_every_column_and_cut_the_read_ones_as_the_eager_last_layer_gives(
-        dictionary, traced_on_cpu):
-    """The eager last layer computes the read columns alone (``ReadCells``); compiled layers keep their
-    static shapes, compute every column and cut: the same outputs and gradients."""
+def test_with_compiled_layers_the_last_runs_eagerly_for_the_read_columns_and_gives_the_eager_models_numbers(
+        dictionary, traced_on_cpu, monkeypatch):
+    """The last layer computes the read columns alone (``ReadCells``), a shape of its own each batch:
+    among compiled layers (static shapes, padded columns) it runs eagerly. The same outputs and
+    gradients as the eager model's."""
     from fairseq_pmlm.modules.transformer import ReadCells
 
+    calls = []
+    run = compiled_layers.run
+    monkeypatch.setattr(compiled_layers, "run", lambda layer, *a: calls.append(layer) or run(layer, *a))
     eager, compiled = twins(dictionary)
     ni = batch(dictionary, 1)
     mask = ni["kinds"] != PAD
@@ -99,7 +103,7 @@ def test_compiled_layers_compute_every_column_and_cut_the_read_ones_as_the_eager
         assert (p.grad is None) == (q.grad is None), name
         if p.grad is not None:
             assert torch.allclose(p.grad, q.grad, atol=1e-5, rtol=1e-4), name
-    assert compiled_layers._state["compiled"] is not None
+    assert compiled_layers._state["compiled"] is not None and calls == list(compiled.layers[:-1])
 
 
 def test_a_machine_where_compiling_fails_runs_the_layers_eagerly_with_one_warning(dictionary, traced_on_cpu,

@@ -509,19 +509,17 @@ class UniLMv2Transformer(nn.Module):
         assert past is None or len(plan) == 1, "with cached keys every query attends over all keys: one block"
         kvs, last = [], len(self.layers) - 1
         for i, layer in enumerate(self.layers):
-            if compiled:
-                x, kv = compiled_layers.run(layer, x, plan)
-            elif i == last and read is not None:
+            if i == last and read is not None:  # eager also among compiled layers: the read columns alone
                 x, kv = layer(x, self.read_plan(plan, read, q, k, dtype), None if past is None else
                               functools.partial(past.extend, i), read)
+            elif compiled:
+                x, kv = compiled_layers.run(layer, x, plan)
             else:
                 x, kv = layer(x, plan, None if past is None else functools.partial(past.extend, i))
             if return_kv:
                 kvs.append(kv)
-        if compiled:  # every column computed (static shapes), then cut
+        if compiled and read is None:  # the padding's columns cut off
             x = x[:, :T]
-            if read is not None:
-                x = None if isinstance(read, int) and read == T else take_columns(x, read)
         return (x, kvs) if return_kv else x
 
     def read_plan(self, plan, read, q: TokenDescription, k: TokenDescription, dtype):
