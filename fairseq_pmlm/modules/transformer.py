@@ -222,7 +222,8 @@ class ReadCells(NamedTuple):
     """The cells of a [B, T] batch whose final states a caller reads (the pre-training loss's), laid out
     for the last layer, which computes those alone (``UniLMv2Transformer.forward``'s ``read``):
     ``columns`` [B, R], each row's read columns in order, then unread ones standing in for a row that
-    reads fewer than R, the most any row reads (computed, then dropped); ``index`` [N], the read ones
+    reads fewer than R, the most any row reads (computed, then dropped; a row's R columns are distinct,
+    so the gather's backward adds into no column twice); ``index`` [N], the read ones
     among those B x R cells; ``cells`` [N], the same cells among the B x T, in B x T order (fairseq's
     ``x[mask]`` order). Worked example, mask rows [0 1 0 1] and [1 0 0 0]: R = 2, columns [[1, 3],
     [0, 1]], index [0, 1, 2], cells [1, 3, 4]."""
