@@ -406,7 +406,8 @@ def test_the_pmlm_loss_of_half_precision_logits_is_the_fp32_copys(dtype, diction
 
 
 def test_read_cells_lay_each_rows_loss_cells_out_for_the_last_layer():
-    """The docstring's worked example, and a row that reads nothing."""
+    """The docstring's worked example, a row that reads nothing, and random rows: the cells in
+    fairseq's ``x[mask]`` order, no column twice in a row."""
     from fairseq_pmlm.modules.transformer import ReadCells
 
     read = ReadCells.of(torch.tensor([[0, 1, 0, 1], [1, 0, 0, 0]], dtype=torch.bool))
@@ -416,6 +417,10 @@ def test_read_cells_lay_each_rows_loss_cells_out_for_the_last_layer():
     read = ReadCells.of(mask)
     assert read.cells.tolist() == mask.flatten().nonzero().squeeze(1).tolist()
     assert read.columns.flatten()[read.index].tolist() == [1, 2, 0, 2]
+    mask = torch.rand(6, 40, generator=torch.Generator().manual_seed(0)) < torch.linspace(0, 0.5, 6)[:, None]
+    read = ReadCells.of(mask)
+    assert read.cells.tolist() == mask.flatten().nonzero().squeeze(1).tolist()
+    assert all(len(set(row)) == read.columns.size(1) for row in read.columns.tolist())  # no column twice a row
 
 
 @pytest.mark.parametrize("case", ["ae+par", "ae", "shared-context", "no-relpos"])
