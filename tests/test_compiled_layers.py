@@ -48,6 +48,13 @@ def twins(d, compiled=True):
     return [without_dropout(m) for m in models]
 
 
+def assert_same_gradients(eager, compiled):
+    for (name, p), q in zip(eager.named_parameters(), compiled.parameters()):
+        assert (p.grad is None) == (q.grad is None), name
+        if p.grad is not None:
+            assert torch.allclose(p.grad, q.grad, atol=1e-5, rtol=1e-4), name
+
+
 def test_compiled_layers_give_the_eager_layers_hidden_states_and_gradients(dictionary, traced_on_cpu, monkeypatch):
     """Over two batches of lengths that are not multiples of compiled_layers.ALIGN (63, and 61: the
     same rows less their last two appended columns): the PAD columns the compiled path adds change
@@ -66,10 +73,7 @@ def test_compiled_layers_give_the_eager_layers_hidden_states_and_gradients(dicti
         want, got = forward_backward(eager, ni), forward_backward(compiled, ni)
         real = ni["kinds"] != PAD
         assert got.shape == want.shape and (got[real] - want[real]).abs().max() < 1e-5
-        for (name, p), q in zip(eager.named_parameters(), compiled.parameters()):
-            assert (p.grad is None) == (q.grad is None), name
-            if p.grad is not None:
-                assert torch.allclose(p.grad, q.grad, atol=1e-5, rtol=1e-4), name
+        assert_same_gradients(eager, compiled)
         assert compiled.rel_pos_bias.weight.grad.abs().sum() > 0  # the table's gradient passes the compiled layers
     assert len(lengths) == 2 and any(t % compiled_layers.ALIGN for t in lengths), lengths
     assert compiled_layers.failure() is None and compiled_layers._state["compiled"] is not None
@@ -99,10 +103,7 @@ def test_with_compiled_layers_the_last_runs_eagerly_for_the_read_columns_and_giv
         (out * torch.randn(out.shape, generator=torch.Generator().manual_seed(0))).sum().backward()
         outs.append(out.detach())
     assert outs[0].shape == (int(mask.sum()), 32) and (outs[0] - outs[1]).abs().max() < 1e-5
-    for (name, p), q in zip(eager.named_parameters(), compiled.parameters()):
-        assert (p.grad is None) == (q.grad is None), name
-        if p.grad is not None:
-            assert torch.allclose(p.grad, q.grad, atol=1e-5, rtol=1e-4), name
+    assert_same_gradients(eager, compiled)
     assert compiled_layers._state["compiled"] is not None and calls == list(compiled.layers[:-1])
 
 
