@@ -189,11 +189,10 @@ def profile_update(s, args, device, ran):
     Also the relative-position bias's forward + backward timed alone at the update's shapes.
     ``ran()``: what the timed updates ran (the attention path, compiled layers), for the title.
     Returns the text (markdown)."""
+    import bench_bias  # here: it imports bench_gpu, which imports this file
     from torch.profiler import ProfilerActivity, profile
 
-    from fairseq_pmlm.modules import toeplitz_attention
-    from fairseq_pmlm.modules.attention_rule import TokenDescription
-    from fairseq_pmlm.modules.transformer import ReadCells, check_prefix_len
+    from fairseq_pmlm.modules.transformer import check_prefix_len
 
     task, trainer = bench_pretrain.setup(args)
     sample = bench_pretrain.full_length_batch(task.dataset("train"), s["batch"], s["length"])
@@ -258,30 +257,12 @@ def profile_update(s, args, device, ran):
             lines += ["", *host_syncs(lambda: trainer.train_step([sample]))]
         except Exception as e:  # noqa: BLE001 - as device_idle's
             lines += ["", f"host syncs: not analysed ({type(e).__name__}: {e})"]
-    # the bias alone: the SDPA plan's biases as the model builds them (the context block's shared by
-    # every row where the batch allows), forward + backward; a shared bias's gradient comes summed
-    # over the batch, as SDPA's broadcast of it gives it
-    ni = {k: v.to(next(transformer.parameters()).device) for k, v in sample["net_input"].items() if torch.is_tensor(v)}
-    q = TokenDescription(ni["kinds"], ni["steps"], ni["positions"])
-    P, B = sample["net_input"]["prefix_len"], ni["kinds"].size(0)
-    layout = check_prefix_len(P, ni["kinds"], ni["positions"])
+    # the bias alone: the plan's biases as the model builds them (bench_bias.py's "the whole plan")
+    ni = sample["net_input"]
+    layout = check_prefix_len(ni["prefix_len"], ni["kinds"], ni["positions"])
     shared = layout.shared
-    dtype = next(transformer.parameters()).dtype
-    # the Triton path: the context block's bias is its distance table (the rest is inside the kernel)
-    toeplitz = transformer.uses_toeplitz(layout, ni["kinds"].device, transformer.compile_layers)
-
-    # and the last layer's: one block for the columns the loss reads
-    read = ReadCells.of(sample["target"].to(ni["kinds"].device).ne(task.source_dictionary.pad())).columns
-
-    def bias_pass():
-        plan = transformer.attention_plan(q, q, dtype, P, layout, toeplitz)
-        plan += transformer.read_plan(plan, read, q, q, dtype)
-        out = [b.bias.table if isinstance(b.bias, toeplitz_attention.ToeplitzBias) else b.bias.expand(B, -1, -1, -1)
-               for b in plan if b.bias is not None]
-        out = [b for b in out if b.requires_grad]
-        if out:
-            torch.autograd.backward(out, [torch.ones_like(b) for b in out])
-
+    toeplitz = transformer.uses_toeplitz(layout, next(transformer.parameters()).device, transformer.compile_layers)
+    bias_pass = dict(bench_bias.bias_blocks(transformer, sample, task.source_dictionary.pad()))["the whole plan"]
     bias = bench_pretrain.time_calls(bias_pass, 1, s["steps"])
     path = ("Triton path outside the kernel (the context block's distance table, the appended block's bias; "
             if toeplitz else "SDPA path (both attention blocks; ") + "the last layer's block of the loss's columns; "

@@ -491,8 +491,9 @@ def test_a_batch_of_alike_contexts_builds_one_context_bias_for_every_row_with_th
         buckets, dictionary, monkeypatch):
     """Contexts without padding and with the same positions have the same context-block bias: the
     plan builds it once ([1, H, P, P]) and the attention broadcasts it; without relative positions
-    the block needs no mask at all (None). Hidden states equal the per-row bias's; in float64 every
-    parameter's gradient (the bias table's included) matches the explicit-softmax path over one
+    the block needs no mask at all (None). With contiguous positions the appended block and the last
+    layer's read columns read the context keys' bias from its windows. Hidden states equal the per-row
+    bias's; in float64 every parameter's gradient (the bias table's included) matches the explicit-softmax path over one
     dense masked block."""
     from fairseq_pmlm.modules import transformer
 
@@ -515,6 +516,22 @@ def test_a_batch_of_alike_contexts_builds_one_context_bias_for_every_row_with_th
     with monkeypatch.context() as m:
         m.setattr(transformer, "check_prefix_len", lambda *a: transformer.ContextLayout(False, False))
         assert torch.equal(hidden(fast, ni), want)
+
+    # positions contiguous too: the appended block and the last layer's read columns over the shared
+    # context's keys from its windows (shared_context_bias), the same values
+    built = []
+    real = transformer.UniLMv2Transformer.shared_context_bias
+    monkeypatch.setattr(transformer.UniLMv2Transformer, "shared_context_bias",
+                        lambda self, *a: built.append(a[0].kinds.shape) or real(self, *a))
+    assert transformer.check_prefix_len(p, ni["kinds"], ni["positions"]).contiguous is True
+    assert torch.equal(fast.attention_plan(desc, desc, torch.float32, p, transformer.ContextLayout(True, True))[1].bias,
+                       per_row[1].bias)
+    read = transformer.ReadCells.of(ni["kinds"] != PAD).columns[:, :3]
+    with torch.no_grad():
+        got = fast(ni["src_tokens"], ni["positions"], ni["segments"], ni["kinds"], ni["steps"], prefix_len=p, read=read)
+    assert torch.allclose(got, transformer.take_columns(want, read), atol=1e-6)
+    T = ni["kinds"].size(1)
+    assert built == ([] if buckets is None else [(B, T - p), (B, T - p), (B, 3)])
 
     assert assert_same_gradients(fast, ref, ni) > 10
     assert buckets is None or fast.rel_pos_bias.weight.grad.abs().max() > 0
@@ -634,3 +651,43 @@ def test_a_shared_contiguous_contexts_bias_read_from_the_windows_is_the_rules_bi
         assert torch.equal(got, want), (P, start)
         assert got.stride(-2) % 8 == 0 and got.stride(-1) == 1
         assert torch.equal(got_grad, want_grad), (P, start)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+def test_a_block_over_a_shared_contiguous_context_and_appended_keys_has_the_rules_bias_and_gradient(dtype):
+    """``shared_context_bias`` (the appended block's and the last layer's bias where the batch shares a
+    context at contiguous positions: its keys read from the table's windows, the appended ones per
+    pair) equals the bias ``attention_bias`` builds by the rule, bit for bit, with the relative bias
+    weights' gradient (the same sums, maybe in another order); rows 8-aligned. Queries of every kind
+    (appended rows, any columns a loss reads), contexts that start at 0 and do not, lengths that are
+    and are not a multiple of 8, appended positions anywhere below the bound (padding at 0)."""
+    from fairseq_pmlm.modules.attention_rule import CONTEXT, ORIGINAL, PSEUDO
+
+    model = tiny_transformer(300, 32).to(dtype)
+    limit, H = model.shape.max_positions, model.shape.encoder_attention_heads
+    g = torch.Generator().manual_seed(0)
+    for P, start, A in ((1, 0, 3), (5, 0, 6), (8, 3, 5), (13, 40, 9), (64, 0, 16), (70, limit - 70, 11)):
+        B = 3
+        kinds = torch.cat([torch.full((B, P), CONTEXT),
+                           torch.tensor([PSEUDO, ORIGINAL, PAD])[torch.randint(0, 3, (B, A), generator=g)]], 1)
+        steps = torch.cat([torch.zeros(B, P, dtype=torch.long), torch.randint(1, 4, (B, A), generator=g)], 1)
+        steps[kinds == PAD] = 0
+        positions = torch.cat([torch.arange(start, start + P).expand(B, P),
+                               torch.randint(start, start + P, (B, A), generator=g)], 1)
+        positions[kinds == PAD] = 0
+        k = TokenDescription(kinds, steps, positions)
+        read = torch.stack([torch.randperm(P + A, generator=g)[:4] if P + A >= 4 else torch.arange(P + A)
+                            for _ in range(B)])
+        for q in (k.columns(P), k.take(read)):
+            upstream = torch.randn(B, H, q.kinds.size(1), P + A, dtype=dtype, generator=g)
+            results = []
+            for context in (None, P):
+                model.zero_grad()
+                bias = model.attention_bias(q, k, dtype, context)
+                (bias.nan_to_num(neginf=0.0) * upstream).sum().backward()
+                results.append((bias.detach(), model.rel_pos_bias.weight.grad.clone()))
+            (want, want_grad), (got, got_grad) = results
+            assert got.shape == want.shape and torch.equal(got, want), (P, start)
+            assert got.stride(-2) % 8 == 0 and got.stride(-1) == 1
+            tolerance = {torch.float16: 1e-2, torch.float32: 1e-5, torch.float64: 1e-12}[dtype]
+            torch.testing.assert_close(got_grad, want_grad, rtol=tolerance, atol=tolerance)

@@ -314,18 +314,41 @@ class UniLMv2Transformer(nn.Module):
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
 
-    def attention_bias(self, q: TokenDescription, k: TokenDescription, dtype):
+    def attention_bias(self, q: TokenDescription, k: TokenDescription, dtype, context=None):
         """One additive bias [B, H, Tq, Tk] (or a bool mask [B, 1, Tq, Tk] without relative
-        positions) shared by all layers."""
+        positions) shared by all layers. ``context``: P, where the keys' first P columns are a context
+        shared by every row at contiguous positions (``ContextLayout``): see ``shared_context_bias``."""
         # fused attention pads a bias whose rows are not 8-element aligned (a copy in every layer,
         # forward and backward): build it over keys padded with PAD columns to a multiple of 8 and
         # hand over the view of the real ones. Worked example: Tk = 674 -> built over 680 columns
         Tk, k = k.kinds.size(1), k.padded(BIAS_ALIGNMENT)
+        if context is not None and self.rel_pos_bias is not None:
+            return self.shared_context_bias(q, k, context, dtype)[..., :Tk]
         allowed = attention_allowed(q.kinds, q.steps, k.kinds, k.steps).unsqueeze(1)
         if self.rel_pos_bias is None:
             return allowed[..., :Tk]
         bias = self.relative_bias(q.positions, k.positions, dtype)
         return torch.where(allowed, bias, float("-inf"))[..., :Tk]
+
+    def shared_context_bias(self, q: TokenDescription, k: TokenDescription, P, dtype):
+        """``attention_bias`` of queries over keys whose first P columns are a context shared by every
+        row at contiguous positions s, s+1, ...: the appended block's and the last layer's (pre-training).
+        Every query sees every context key (the rule), and over them a query at position p reads the
+        distance table from s - p on: its window of P, as it is (no rule over those pairs, no gather per
+        key). Over the other keys (the appended, a few) the rule, and the table looked up per pair.
+        Worked example, table of distances -3 .. 3 = [t0 .. t6], context at positions 0, 1, 2 (P = 3),
+        one appended key at position 1: a query at position 2 gets [t1 t2 t3 | t2] (distances -2, -1, 0
+        | -1), masked where the rule forbids the appended key. Each cell the rule's bias, bit for bit;
+        the [B, H, Tq, bound] windows ``relative_bias`` gathers every key from are not made."""
+        bound = self.position_bound(q.positions, k.positions)
+        table = self.distance_table(bound, q.positions.device)  # [H, 2 bound - 1]: distance d at d + bound - 1
+        origin = (bound - 1) - q.positions  # [B, Tq]: where in the table each query's key position 0 is
+        windows = table.unfold(1, P, 1).transpose(0, 1).to(dtype)  # [2 bound - P, H, P]: window w = table[w:w+P]
+        context = windows[origin + k.positions[:, :1]].permute(0, 2, 1, 3)  # [B, H, Tq, P]
+        rest = k.columns(P)
+        pairs = table.t().to(dtype)[origin.unsqueeze(2) + rest.positions.unsqueeze(1)]  # [B, Tq, Tk - P, H]
+        allowed = attention_allowed(q.kinds, q.steps, rest.kinds, rest.steps).unsqueeze(1)
+        return torch.cat([context, torch.where(allowed, pairs.permute(0, 3, 1, 2), float("-inf"))], -1)
 
     def relative_bias(self, q_pos, k_pos, dtype, bound=None):
         """The bias [B, H, Tq, Tk] of key position minus query position, without indexing the
@@ -441,7 +464,8 @@ class UniLMv2Transformer(nn.Module):
           (every context key is visible): None.
         - and ``contiguous``: the context's positions are p, p+1, ..., so that bias is read from the
           distance table's windows as they are (``context_bias``): no rule, no gather per key, no
-          mask, the same values.
+          mask, the same values; and so is the appended block's over the context keys
+          (``shared_context_bias``; the last layer's block too, ``read_plan``).
 
         ``toeplitz`` (``uses_toeplitz``: a shared contiguous context, relative positions, the kernel
         available): that block's bias is a ``ToeplitzBias``, the [H, 2P-1] distance table the
@@ -452,12 +476,13 @@ class UniLMv2Transformer(nn.Module):
             return [PlanBlock(0, Tq, Tk, self.attention_bias(q, k, dtype))]
         device = q.positions.device
         shared_context = layout is not None and layout.shared
+        windowed = shared_context_columns(prefix_len, layout)
         if toeplitz:
             bias = toeplitz_attention.ToeplitzBias(self.distance_table(prefix_len, device),
                                                    lambda: self.context_bias(prefix_len, dtype, device))
         elif shared_context and self.rel_pos_bias is None:
             bias = None
-        elif shared_context and layout.contiguous:
+        elif windowed is not None:
             bias = self.context_bias(prefix_len, dtype, device)
         else:
             ctx = q.columns(0, prefix_len)
@@ -467,7 +492,7 @@ class UniLMv2Transformer(nn.Module):
         blocks = [PlanBlock(0, prefix_len, prefix_len, bias)]
         if prefix_len < Tq:
             app = q.columns(prefix_len)
-            blocks.append(PlanBlock(prefix_len, Tq, Tk, self.attention_bias(app, k, dtype)))
+            blocks.append(PlanBlock(prefix_len, Tq, Tk, self.attention_bias(app, k, dtype, windowed)))
         return blocks
 
     def forward(self, tokens, positions, segments, kinds, steps, prefix_len=None, past=None, return_kv=False,
@@ -511,8 +536,8 @@ class UniLMv2Transformer(nn.Module):
         kvs, last = [], len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             if i == last and read is not None:  # eager also among compiled layers: the read columns alone
-                x, kv = layer(x, self.read_plan(plan, read, q, k, dtype), None if past is None else
-                              functools.partial(past.extend, i), read)
+                x, kv = layer(x, self.read_plan(plan, read, q, k, dtype, shared_context_columns(prefix_len, layout)),
+                              None if past is None else functools.partial(past.extend, i), read)
             elif compiled:
                 x, kv = compiled_layers.run(layer, x, plan)
             else:
@@ -523,12 +548,14 @@ class UniLMv2Transformer(nn.Module):
             x = x[:, :T]
         return (x, kvs) if return_kv else x
 
-    def read_plan(self, plan, read, q: TokenDescription, k: TokenDescription, dtype):
+    def read_plan(self, plan, read, q: TokenDescription, k: TokenDescription, dtype, context=None):
         """The last layer's plan for the query columns ``read`` alone (``forward``), None for none. Columns
-        [s, T): the one block's rows from s. Columns [B, R]: one block over all keys, its bias built by the
-        rule for those columns ([B, H, R, Tk]: every query kind's rule at once, so no prefix split)."""
+        [s, T): the one block's rows from s. Columns [B, R]: one block over all keys, its bias built for
+        those columns ([B, H, R, Tk]: every query kind's rule at once, so no prefix split; ``context``:
+        ``attention_bias``'s)."""
         if not isinstance(read, int):
-            return [PlanBlock(0, read.size(1), k.kinds.size(1), self.attention_bias(q.take(read), k, dtype))]
+            bias = self.attention_bias(q.take(read), k, dtype, context)
+            return [PlanBlock(0, read.size(1), k.kinds.size(1), bias)]
         if read == q.kinds.size(1):
             return None
         if isinstance(plan, flex_attention.FlexPlan):
@@ -545,6 +572,13 @@ class ContextLayout(NamedTuple):
 
     shared: bool
     contiguous: bool
+
+
+def shared_context_columns(prefix_len, layout):
+    """P = ``prefix_len`` where every row's first P columns are the same context at contiguous positions
+    (``layout``), whose bias the distance table's windows give (``context_bias``,
+    ``shared_context_bias``); else None."""
+    return prefix_len if layout is not None and layout.shared and layout.contiguous else None
 
 
 def check_prefix_len(prefix_len, kinds, positions):
