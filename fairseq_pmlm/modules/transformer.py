@@ -346,7 +346,9 @@ class UniLMv2Transformer(nn.Module):
         windows = table.unfold(1, P, 1).transpose(0, 1).to(dtype)  # [2 bound - P, H, P]: window w = table[w:w+P]
         context = windows[origin + k.positions[:, :1]].permute(0, 2, 1, 3)  # [B, H, Tq, P]
         rest = k.columns(P)
-        pairs = table.t().to(dtype)[origin.unsqueeze(2) + rest.positions.unsqueeze(1)]  # [B, Tq, Tk - P, H]
+        # looked up in the table's fp32, then cast: the backward sums every pair of a distance into one
+        # cell (hundreds at base size), and the table's sums stay in fp32 (``distance_table``)
+        pairs = table.t()[origin.unsqueeze(2) + rest.positions.unsqueeze(1)].to(dtype)  # [B, Tq, Tk - P, H]
         allowed = attention_allowed(q.kinds, q.steps, rest.kinds, rest.steps).unsqueeze(1)
         return torch.cat([context, torch.where(allowed, pairs.permute(0, 3, 1, 2), float("-inf"))], -1)
 
