@@ -26,9 +26,7 @@ Prints one markdown table (device, commit). ``--smoke``: tiny sizes on the CPU, 
 flex has no backward), and the Triton kernel's rows where Triton's interpreter is on
 (``TRITON_INTERPRET=1``)."""
 import argparse
-import shutil
 import sys
-import tempfile
 import time
 
 from lib.import_guard import interruptible  # scripts/lib: Ctrl-C during the imports below, one line
@@ -37,7 +35,7 @@ with interruptible():
     import bench_pretrain
     import torch
     import torch.nn.functional as F
-    from bench_gpu import SIZES, attention_calls, attention_ran, commit, common_args, device_info, pmlm_args
+    from bench_gpu import SIZES, attention_bench_model, attention_calls, attention_ran, commit, device_info
 
     from fairseq_pmlm.modules import flex_attention, toeplitz_attention
     from fairseq_pmlm.modules.attention_rule import TokenDescription
@@ -67,16 +65,9 @@ def main(argv=None):
     device, name, _ = device_info(None)
     if device == "cpu" and not a.smoke:
         sys.exit("bench_attention.py: error: no CUDA device; use --smoke for the CPU check")
-    work = tempfile.mkdtemp(prefix="bench_attention_")
-    try:
-        common, precision = common_args(s, bench_pretrain.binarize(work, vocab=s["vocab"], docs=s["docs"]), device)
-        task, trainer = bench_pretrain.setup(common + pmlm_args("ae+par") + precision["fp16"])
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    sample = bench_pretrain.full_length_batch(task.dataset("train"), s["batch"], s["length"])
+    _, sample, model = attention_bench_model(s, device, "bench_attention_")
     ni = sample["net_input"]
-    dtype = torch.float16 if device == "cuda" else torch.float32
-    model = trainer.model.transformer.to(dtype)
+    dtype = next(model.parameters()).dtype
     desc = TokenDescription(*(ni[k].to(device) for k in ("kinds", "steps", "positions")))
     B, T = desc.kinds.shape
     x = torch.randn(B, T, s["dim"], device=device, dtype=dtype, requires_grad=True)

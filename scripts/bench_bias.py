@@ -17,16 +17,14 @@ row shares gets its gradient summed over the batch, as the attention's broadcast
 Prints one markdown table (device, commit, dtype: fp16 on a GPU, fp32 on the CPU). ``--smoke``: tiny
 sizes (the tests run it)."""
 import argparse
-import shutil
 import sys
-import tempfile
 
 from lib.import_guard import interruptible  # scripts/lib: Ctrl-C during the imports below, one line
 
 with interruptible():
     import bench_pretrain
     import torch
-    from bench_gpu import SIZES, commit, common_args, device_info, pmlm_args
+    from bench_gpu import SIZES, attention_bench_model, commit, device_info
 
     from fairseq_pmlm.modules import toeplitz_attention
     from fairseq_pmlm.modules.attention_rule import TokenDescription
@@ -81,15 +79,8 @@ def main(argv=None):
     s = SIZES["smoke" if a.smoke else "base"]
     device, name, _ = device_info(None)
     torch.manual_seed(0)
-    work = tempfile.mkdtemp(prefix="bench_bias_")
-    try:
-        common, precision = common_args(s, bench_pretrain.binarize(work, vocab=s["vocab"], docs=s["docs"]), device)
-        task, trainer = bench_pretrain.setup(common + pmlm_args("ae+par") + precision["fp16"])
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    sample = bench_pretrain.full_length_batch(task.dataset("train"), s["batch"], s["length"])
-    dtype = torch.float16 if device == "cuda" else torch.float32
-    transformer = trainer.model.transformer.to(dtype)
+    task, sample, transformer = attention_bench_model(s, device, "bench_bias_")
+    dtype = next(transformer.parameters()).dtype
     rows = [(label, bench_pretrain.time_calls(call, 1, a.steps))
             for label, call in bias_blocks(transformer, sample, task.source_dictionary.pad())]
     B, T = sample["net_input"]["kinds"].shape

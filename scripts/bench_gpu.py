@@ -181,6 +181,19 @@ def common_args(s, data, device):
     return common, precision_args
 
 
+def attention_bench_model(s, device, prefix):
+    """(task, one full-length batch, the model's transformer in the attention benches' dtype: fp16 on a
+    GPU, fp32 on the CPU) of a PMLM AE+PAR fp16 trainer: what bench_attention.py and bench_bias.py time."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    try:
+        common, precision = common_args(s, bench_pretrain.binarize(work, vocab=s["vocab"], docs=s["docs"]), device)
+        task, trainer = bench_pretrain.setup(common + pmlm_args("ae+par") + precision["fp16"])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    sample = bench_pretrain.full_length_batch(task.dataset("train"), s["batch"], s["length"])
+    return task, sample, trainer.model.transformer.to(torch.float16 if device == "cuda" else torch.float32)
+
+
 def attention_args(attention):
     """PMLM's attention path (``--attention``; "auto": the model's default). flex has no attention
     dropout: its runs train without it (the row says so)."""
