@@ -14,10 +14,13 @@ row shares gets its gradient summed over the batch, as the attention's broadcast
 
     python scripts/bench_bias.py [--smoke] [--steps 5]
 
-Prints one markdown table (device, commit, dtype: fp16 on a GPU, fp32 on the CPU). ``--smoke``: tiny
+Prints one markdown table (device, commit, dtype: fp16 on a GPU, fp32 on the CPU): each row's time and
+the ops it dispatches (forward + backward, views apart: on a GPU a launch each, and where the bias
+alone is bound by the host's calls, as on an H200, the count is what moves it). ``--smoke``: tiny
 sizes (the tests run it)."""
 import argparse
 import sys
+from collections import Counter
 
 from lib.import_guard import interruptible  # scripts/lib: Ctrl-C during the imports below, one line
 
@@ -25,6 +28,7 @@ with interruptible():
     import bench_pretrain
     import torch
     from bench_gpu import SIZES, attention_bench_model, commit, device_info
+    from torch.utils._python_dispatch import TorchDispatchMode
 
     from fairseq_pmlm.modules import toeplitz_attention
     from fairseq_pmlm.modules.attention_rule import TokenDescription
@@ -71,6 +75,25 @@ def _forward_backward(build, B):
     return call
 
 
+class DispatchedOps(TorchDispatchMode):
+    """Counts the ops that reach torch's dispatcher, views apart (they launch nothing)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[func.is_view] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def dispatched(call):
+    """(ops, views) of one ``call()``."""
+    with DispatchedOps() as mode:
+        call()
+    return mode.ops[False], mode.ops[True]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--smoke", action="store_true", help="tiny sizes")
@@ -81,14 +104,14 @@ def main(argv=None):
     torch.manual_seed(0)
     task, sample, transformer = attention_bench_model(s, device, "bench_bias_")
     dtype = next(transformer.parameters()).dtype
-    rows = [(label, bench_pretrain.time_calls(call, 1, a.steps))
+    rows = [(label, bench_pretrain.time_calls(call, 1, a.steps), *dispatched(call))
             for label, call in bias_blocks(transformer, sample, task.source_dictionary.pad())]
     B, T = sample["net_input"]["kinds"].shape
     print(f"\ndevice: {name}; commit {commit()}; torch {torch.__version__}; {str(dtype).replace('torch.', '')}; "
           f"batch {B} x {T} tokens ({sample['net_input']['prefix_len']} context), {s['heads']} heads\n")
-    print("| bias block, forward + backward | ms |\n|---|---:|")
-    for label, sec in rows:
-        print(f"| {label} | {1000 * sec:.2f} |")
+    print("| bias block, forward + backward | ms | ops, views apart (views) |\n|---|---:|---:|")
+    for label, sec, ops, views in rows:
+        print(f"| {label} | {1000 * sec:.2f} | {ops} ({views}) |")
 
 
 if __name__ == "__main__":
