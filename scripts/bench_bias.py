@@ -104,14 +104,23 @@ def main(argv=None):
     torch.manual_seed(0)
     task, sample, transformer = attention_bench_model(s, device, "bench_bias_")
     dtype = next(transformer.parameters()).dtype
-    rows = [(label, bench_pretrain.time_calls(call, 1, a.steps), *dispatched(call))
-            for label, call in bias_blocks(transformer, sample, task.source_dictionary.pad())]
+    rows = measure(transformer, sample, task.source_dictionary.pad(), a.steps)
     B, T = sample["net_input"]["kinds"].shape
     print(f"\ndevice: {name}; commit {commit()}; torch {torch.__version__}; {str(dtype).replace('torch.', '')}; "
           f"batch {B} x {T} tokens ({sample['net_input']['prefix_len']} context), {s['heads']} heads\n")
-    print("| bias block, forward + backward | ms | ops, views apart (views) |\n|---|---:|---:|")
-    for label, sec, ops, views in rows:
-        print(f"| {label} | {1000 * sec:.2f} | {ops} ({views}) |")
+    print("\n".join(table(rows)))
+
+
+def measure(transformer, sample, pad, steps):
+    """[(label, seconds, ops, views)] of ``bias_blocks``' rows, the whole plan last."""
+    return [(label, bench_pretrain.time_calls(call, 1, steps), *dispatched(call))
+            for label, call in bias_blocks(transformer, sample, pad)]
+
+
+def table(rows):
+    """``measure``'s rows as markdown lines."""
+    return ["| bias block, forward + backward | ms | ops, views apart (views) |", "|---|---:|---:|",
+            *(f"| {label} | {1000 * sec:.2f} | {ops} ({views}) |" for label, sec, ops, views in rows)]
 
 
 if __name__ == "__main__":

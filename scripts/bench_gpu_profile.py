@@ -262,11 +262,12 @@ def profile_update(s, args, device, ran):
     layout = check_prefix_len(ni["prefix_len"], ni["kinds"], ni["positions"])
     shared = layout.shared
     toeplitz = transformer.uses_toeplitz(layout, next(transformer.parameters()).device, transformer.compile_layers)
-    bias_pass = dict(bench_bias.bias_blocks(transformer, sample, task.source_dictionary.pad()))["the whole plan"]
-    bias = bench_pretrain.time_calls(bias_pass, 1, s["steps"])
+    blocks = bench_bias.measure(transformer, sample, task.source_dictionary.pad(), s["steps"])
+    bias = blocks[-1][1]  # the whole plan
     path = ("Triton path outside the kernel (the context block's distance table, the appended block's bias; "
             if toeplitz else "SDPA path (both attention blocks; ") + "the last layer's block of the loss's columns; "
     lines += ["", f"relative-position bias of the {path}forward + backward, timed alone; "
                   f"context bias {'shared by every row' if shared else 'per row'}): "
-                  f"{1000 * bias:.2f} ms of a {ms:.1f} ms update = {100 * bias / update:.1f}% (target <= 3%)"]
+                  f"{1000 * bias:.2f} ms of a {ms:.1f} ms update = {100 * bias / update:.1f}% (target <= 3%); "
+                  "by block (scripts/bench_bias.py):", "", *bench_bias.table(blocks)]
     return "\n".join(lines)

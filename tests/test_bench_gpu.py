@@ -285,7 +285,7 @@ def test_profile_gives_kernels_only_as_shares_of_the_measured_update_with_named_
     tables = [[line for line in block.splitlines() if line.startswith("| ") and not line.startswith(("| kernel",
                                                                                                       "| total"))]
               for block in profile.split("\n\n") if block.startswith("| ")]
-    kernels, totals = tables
+    kernels, totals, by_block = tables
     ms = [number(r.split("|")[3].strip()) for r in kernels]
     shares = [number(r.split("|")[4].strip()) for r in kernels]
     assert 5 <= len(kernels) <= 15 and ms == sorted(ms, reverse=True)
@@ -304,6 +304,9 @@ def test_profile_gives_kernels_only_as_shares_of_the_measured_update_with_named_
     bias, update_ms, share = map(float, m.groups())
     # as printed: the bias to 0.01 ms, the update to 0.1 ms, the share to 0.1%
     assert share == pytest.approx(100 * bias / update_ms, abs=0.05 + share * (0.005 / bias + 0.05 / update_ms)), profile
+    # and by block, as scripts/bench_bias.py prints them: the whole plan is the time above
+    blocks = {c[1]: number(c[2]) for c in ([c.strip() for c in r.split("|")] for r in by_block[1:])}
+    assert list(blocks)[0] == "context block" and blocks["the whole plan"] == bias, profile
 
 
 def test_each_measurement_shows_a_progress_line_and_each_row_names_the_attention_path_it_ran(output):
