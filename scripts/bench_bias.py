@@ -57,6 +57,7 @@ def bias_blocks(transformer, sample, pad):
     if P < q.kinds.size(1):
         rows += [("appended block", lambda: [transformer.attention_bias(q.columns(P), q, dtype, context)]),
                  ("appended block, by the rule", lambda: [transformer.attention_bias(q.columns(P), q, dtype)])]
+
     def last_layer(context):
         return lambda: [b.bias for b in transformer.read_plan(None, read, q, q, dtype, context)]
 
