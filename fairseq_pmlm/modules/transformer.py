@@ -513,10 +513,12 @@ class UniLMv2Transformer(nn.Module):
         [B, R] (``ReadCells.columns``: the pre-training loss's cells). The last layer computes the
         other columns' keys and values only, not their attention and feed-forward: [B, R, C] is
         returned, or None for s = T (keys and values alone: the sequence-to-sequence source)."""
+        # the check's device sync first, then the embedding: on a GPU its kernels run while the host builds
+        # the plan below (the other way round the device idles through that, the embedding done at the sync)
+        layout = check_prefix_len(prefix_len, kinds, positions) if prefix_len is not None else None
         x = self.embed(tokens, positions, segments)
         q = TokenDescription(kinds, steps, positions)
         k = q if past is None else past.describe(q)
-        layout = check_prefix_len(prefix_len, kinds, positions) if prefix_len is not None else None
         T, flex = x.size(1), self.uses_flex(x, past)
         compiled = (self.compile_layers and self.training and past is None and not return_kv and not flex
                     and compiled_layers.wanted(x.device))
