@@ -347,8 +347,10 @@ class UniLMv2Transformer(nn.Module):
         context = windows[origin + k.positions[:, :1]].permute(0, 2, 1, 3)  # [B, H, Tq, P]
         rest = k.columns(P)
         # looked up in the table's fp32, then cast: the backward sums every pair of a distance into one
-        # cell (hundreds at base size), and the table's sums stay in fp32 (``distance_table``)
-        pairs = table.t()[origin.unsqueeze(2) + rest.positions.unsqueeze(1)].to(dtype)  # [B, Tq, Tk - P, H]
+        # cell (hundreds at base size), and the table's sums stay in fp32 (``distance_table``); by
+        # index_select, whose backward adds into the table without sorting the pairs (an index's sorts)
+        at = origin.unsqueeze(2) + rest.positions.unsqueeze(1)  # [B, Tq, Tk - P]
+        pairs = table.t().index_select(0, at.flatten()).view(*at.shape, -1).to(dtype)  # [B, Tq, Tk - P, H]
         allowed = attention_allowed(q.kinds, q.steps, rest.kinds, rest.steps).unsqueeze(1)
         return torch.cat([context, torch.where(allowed, pairs.permute(0, 3, 1, 2), float("-inf"))], -1)
 
