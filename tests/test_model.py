@@ -660,13 +660,14 @@ def test_a_block_over_a_shared_contiguous_context_and_appended_keys_has_the_rule
     pair) equals the bias ``attention_bias`` builds by the rule, bit for bit, with the relative bias
     weights' gradient (the same sums, maybe in another order); rows 8-aligned. Queries of every kind
     (appended rows, any columns a loss reads), contexts that start at 0 and do not, lengths that are
-    and are not a multiple of 8, appended positions anywhere below the bound (padding at 0)."""
+    and are not a multiple of 8, appended positions anywhere below the bound (padding at 0), no appended
+    keys at all (AE alone's last layer)."""
     from fairseq_pmlm.modules.attention_rule import CONTEXT, ORIGINAL, PSEUDO
 
     model = tiny_transformer(300, 32).to(dtype)
     limit, H = model.shape.max_positions, model.shape.encoder_attention_heads
     g = torch.Generator().manual_seed(0)
-    for P, start, A in ((1, 0, 3), (5, 0, 6), (8, 3, 5), (13, 40, 9), (64, 0, 16), (70, limit - 70, 11)):
+    for P, start, A in ((1, 0, 3), (5, 0, 6), (8, 3, 5), (13, 40, 9), (64, 0, 16), (70, limit - 70, 11), (16, 2, 0)):
         B = 3
         kinds = torch.cat([torch.full((B, P), CONTEXT),
                            torch.tensor([PSEUDO, ORIGINAL, PAD])[torch.randint(0, 3, (B, A), generator=g)]], 1)
@@ -678,7 +679,7 @@ def test_a_block_over_a_shared_contiguous_context_and_appended_keys_has_the_rule
         k = TokenDescription(kinds, steps, positions)
         read = torch.stack([torch.randperm(P + A, generator=g)[:4] if P + A >= 4 else torch.arange(P + A)
                             for _ in range(B)])
-        for q in (k.columns(P), k.take(read)):
+        for q in ([k.columns(P)] if A else []) + [k.take(read)]:
             upstream = torch.randn(B, H, q.kinds.size(1), P + A, dtype=dtype, generator=g)
             results = []
             for context in (None, P):

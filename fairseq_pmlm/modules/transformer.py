@@ -350,7 +350,7 @@ class UniLMv2Transformer(nn.Module):
         # cell (hundreds at base size), and the table's sums stay in fp32 (``distance_table``); by
         # index_select, whose backward adds into the table without sorting the pairs (an index's sorts)
         at = origin.unsqueeze(2) + rest.positions.unsqueeze(1)  # [B, Tq, Tk - P]
-        pairs = table.t().index_select(0, at.flatten()).view(*at.shape, -1).to(dtype)  # [B, Tq, Tk - P, H]
+        pairs = table.t().index_select(0, at.flatten()).view(*at.shape, table.size(0)).to(dtype)  # [B, Tq, Tk - P, H]
         allowed = attention_allowed(q.kinds, q.steps, rest.kinds, rest.steps).unsqueeze(1)
         return torch.cat([context, torch.where(allowed, pairs.permute(0, 3, 1, 2), float("-inf"))], -1)
 
