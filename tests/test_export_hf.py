@@ -122,12 +122,18 @@ def test_hf_export_of_released_minilm_with_a_relative_table_reproduces_it_on_rea
     assert dh <= 1e-5 and dl <= 1e-5
 
 
-def test_hf_export_without_a_relative_table_is_a_plain_bert_too(minilm, tmp_path):
-    from transformers import BertForMaskedLM
+def test_hf_export_without_a_relative_table_is_a_plain_bert_that_transformers_own_classes_read(minilm, tmp_path):
+    """No auto_map and no modeling code: the Auto classes give transformers' own BERT classes, with
+    trust_remote_code too (an auto_map naming our classes for a BertConfig broke AutoModel in
+    transformers 5.17), and those compute what the plugin computes."""
+    from transformers import AutoModel, AutoModelForMaskedLM, BertForMaskedLM, BertModel
 
     export.export_checkpoint(str(minilm / "plain" / "model.pt"), str(tmp_path / "hf"))
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
-    assert config["model_type"] == "bert" and "AutoConfig" not in config["auto_map"]
+    assert config["model_type"] == "bert" and "auto_map" not in config
+    assert not (tmp_path / "hf" / "modeling_unilmv2.py").exists()
+    assert type(AutoModel.from_pretrained(tmp_path / "hf", trust_remote_code=True)) is BertModel
+    assert type(AutoModelForMaskedLM.from_pretrained(tmp_path / "hf", trust_remote_code=True)) is BertForMaskedLM
     dh, dl = compare_with_plugin(minilm / "plain", tmp_path / "hf", sentences(stdlib_lines()))
     assert dh <= 1e-5 and dl <= 1e-5
     _, info = BertForMaskedLM.from_pretrained(tmp_path / "hf", output_loading_info=True)

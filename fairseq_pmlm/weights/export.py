@@ -9,7 +9,8 @@ Two targets, both imported back by ``convert.import_checkpoint`` to the same che
   ``modeling_unilmv2.py`` (a copy of weights/hf_modeling.py), the tokenizer files. It computes
   what the plugin computes. A model with a relative table gets ``model_type`` ``unilmv2``, which
   ``transformers`` refuses without the modeling code instead of dropping the table; one without
-  is a plain BERT (``model_type`` ``bert``) that ``BertModel`` reads as well.
+  is a plain BERT (``model_type`` ``bert``, no ``auto_map``, no modeling code) that transformers'
+  own ``BertModel`` / ``BertForMaskedLM`` read, through the Auto classes too.
 - ``s2s-ft``: what s2s-ft's ``--model_type unilm`` reads (the released UniLMv2 layout:
   ``pytorch_model.bin`` with fused ``qkv_linear``, ``q_bias``/``v_bias`` and
   ``bert.encoder.rel_pos_bias.weight``; ``config.json`` with ``rel_pos_bins``/``max_rel_pos``;
@@ -211,12 +212,15 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
     with checkpoint.output_directory(out_dir, force) as output:
         tmp = output.path
         if fmt == "hf":
-            # with a relative table the model is no BERT: a type transformers refuses without the code
-            config.update(model_type="bert" if shape.no_rel_pos else "unilmv2",
-                          architectures=["BertForMaskedLM" if shape.no_rel_pos else "UniLMv2ForMaskedLM"],
-                          auto_map={k: v for k, v in AUTO_MAP.items() if k != "AutoConfig"} if shape.no_rel_pos
-                          else AUTO_MAP)
-            shutil.copy(MODELING_SOURCE, os.path.join(tmp, MODELING_FILE))
+            if shape.no_rel_pos:
+                # a BERT: transformers' own classes read it, with or without trust_remote_code. No auto_map:
+                # naming our classes for a BertConfig breaks AutoModel in transformers 5.17 (it registers
+                # them for BertConfig, refusing their UniLMv2Config's name)
+                config.update(model_type="bert", architectures=["BertForMaskedLM"])
+            else:
+                # with a relative table the model is no BERT: a type transformers refuses without the code
+                config.update(model_type="unilmv2", architectures=["UniLMv2ForMaskedLM"], auto_map=AUTO_MAP)
+                shutil.copy(MODELING_SOURCE, os.path.join(tmp, MODELING_FILE))
             with output.writing("model.safetensors") as path:
                 save_file(sd, path, metadata={"format": "pt"})
         else:
