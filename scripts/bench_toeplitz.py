@@ -142,7 +142,9 @@ def backward_only(s, dtype, device, dropout, engine=True):
     if engine:
         return lambda: torch.autograd.grad(y, (q, k, v, table), do, retain_graph=True)
     ctx = y.grad_fn  # the Function's ctx: its saved tensors and arguments
-    return lambda: ta._Attention.backward(ctx, do)
+    # y kept alive with it: torch 2.11 (the GPU image's) frees a saved output with the output, and the
+    # call then fails ("backward through the graph a second time"); 2.13 keeps it
+    return lambda y=y: ta._Attention.backward(ctx, do)
 
 
 def forward_only(s, dtype, device, dropout):
