@@ -18,7 +18,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import sysconfig
 import zipfile
 
 import pytest
@@ -28,8 +27,11 @@ from cli import REPO
 sys.path.insert(0, os.path.join(REPO, "scripts", "lib"))
 from requirements_txt import norm, requirements  # noqa: E402
 
-SITE = sysconfig.get_paths()["purelib"]  # this .venv's packages
-DISTS = {norm(d.metadata["Name"]): d for d in importlib.metadata.distributions(path=[SITE])}
+# the packages this python imports, each from where it imports it: this .venv's site directory, or for
+# a .venv set up on a machine's python (a GPU image's) the machine's, which machine-packages.pth adds
+DISTS = {}
+for _dist in importlib.metadata.distributions():
+    DISTS.setdefault(norm(_dist.metadata["Name"]), _dist)
 OPTIONAL_IN_FOLDER = "matplotlib"  # the one optional line the folder has
 # what a GPU image holds beside torch (the H100/H200 images we run on hold these and ~180 more):
 # the set-up must use them, not ask the folder for them. Also most of the bytes a folder would hold
@@ -71,8 +73,9 @@ def machine_python(root, with_pip=True, image=()):
                           capture_output=True, text=True, check=True).stdout.strip()
     for dist in closure(["torch", *(["pip"] if with_pip else []), *image]).values():
         for top in top_level(dist):
-            if os.path.exists(os.path.join(SITE, top)) and not os.path.exists(os.path.join(site, top)):
-                os.symlink(os.path.join(SITE, top), os.path.join(site, top))
+            source = os.path.join(dist.locate_file(""), top)
+            if os.path.exists(source) and not os.path.exists(os.path.join(site, top)):
+                os.symlink(source, os.path.join(site, top))
     return root
 
 
