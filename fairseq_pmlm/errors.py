@@ -34,13 +34,18 @@ def exit_with_error(prog, message):
     raise SystemExit(report_error(prog, message))
 
 
-def print_one_line_errors(kind, value, traceback, _previous=sys.excepthook):
-    """``sys.excepthook``: a ``OneLineError`` or a full disk (``disk_full``: named even where Python
-    names no file) reaching the top of a program is its one line and exit status 2; any other
-    exception as before."""
+def one_line_of(value, traceback):
+    """The line a ``OneLineError`` or a full disk (``disk_full``: named even where Python names no
+    file) stops a program with; None for any other exception."""
     from .disk_full import one_line  # here: disk_full builds on this module
 
-    line = str(value) if isinstance(value, OneLineError) else one_line(value, traceback)
+    return str(value) if isinstance(value, OneLineError) else one_line(value, traceback)
+
+
+def print_one_line_errors(kind, value, traceback, _previous=sys.excepthook):
+    """``sys.excepthook``: an exception with a line (``one_line_of``) reaching the top of a program is
+    that line and exit status 2; any other as before."""
+    line = one_line_of(value, traceback)
     if line is not None:
         exit_with_error(os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c") else "python",
                         line)

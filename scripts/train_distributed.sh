@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Data-parallel fairseq-train with this plugin: one process per GPU (or per CPU slot) on one or
-# more nodes, started by torchrun (`python -m torch.distributed.run`), each running `python -m fairseq_pmlm.runtime.distributed_train`
-# (fairseq-train that forms ONE process group from torchrun's variables, on GPUs or on CPUs;
+# more nodes, started by torchrun (`python -m torch.distributed.run`), each running
+# `python -m fairseq_pmlm.runtime.distributed_train` (fairseq-train that forms ONE process group from
+# torchrun's variables, on GPUs or on CPUs;
 # plain fairseq-train does not, see docs/PRETRAINING.md "Distributed training").
 #
 #   bash scripts/train_distributed.sh [--nproc N] [--nnodes M --node-rank R --master HOST[:PORT]]
@@ -49,6 +50,22 @@ esac
 # static rendezvous: node NODE_RANK of NNODES, ranks NODE_RANK*NPROC ... +NPROC-1. torchrun run as
 # `python -m`: the ranks then run on this python, the set-up's. A `torchrun` found on PATH may be
 # another's (on a GPU image whose own venv holds torch, that venv's: its ranks could not import fairseq)
-exec python -m torch.distributed.run --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "$NPROC" \
+# Run as a step, not exec'd, so that the exit status is the signal's (130, 143, 138), not torchrun's 1.
+# torchrun starts the ranks in sessions of their own: a signal to this process group reaches them only
+# through it. It passes INT and TERM on (the ranks take INT as TERM: every rank saves at the same
+# update), but USR1 would end it and leave the ranks training: it runs with a USR1 handler that does
+# nothing (not ignored: its ranks would inherit that), and this script hands USR1 to the ranks
+forward_signals
+on_usr1() {  # no rank started yet: nothing to save, torchrun stops as on SIGTERM
+  pkill -USR1 -P "$CHILD" 2> /dev/null || kill -TERM "$CHILD" 2> /dev/null || true
+  wait "$CHILD" 2> /dev/null || true
+  exit 138
+}
+trap on_usr1 USR1
+run_step python -c 'import runpy, signal, sys
+signal.signal(signal.SIGUSR1, lambda *_: None)
+sys.argv[0] = "torchrun"
+runpy.run_module("torch.distributed.run", run_name="__main__")' \
+    --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "$NPROC" \
     --master-addr "$HOST" --master-port "$PORT" --rdzv-conf "timeout=$RDZV_TIMEOUT" \
     -m fairseq_pmlm.runtime.distributed_train "${EXTRA[@]}"

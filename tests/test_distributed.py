@@ -94,3 +94,36 @@ def test_pmlm_logged_losses_and_accuracies_sum_across_ranks_like_one_process(tag
             assert a[prefix + key] == b[prefix + key], (tag, key, a, b)
         for key in ("loss", "ae_loss", "par_loss"):
             assert abs(float(a[prefix + key]) - float(b[prefix + key])) <= 0.0011, (tag, key, a, b)
+
+
+@pytest.mark.parametrize("sig,status,name", [("SIGINT", 130, "SIGTERM"), ("SIGUSR1", 138, "SIGUSR1")])
+def test_a_signal_to_the_recipes_process_group_saves_on_every_rank_and_leaves_no_rank_running(
+        tmp_path_factory, tmp_path, sig, status, name):
+    """torchrun starts its ranks in sessions of their own and passes on INT and TERM only. Ctrl-C
+    (SIGINT to the group) used to stop each rank mid-collective (KeyboardInterrupt, no save, status 1);
+    SIGUSR1 ended torchrun and left both ranks training to the end. Now: every rank saves at the same
+    update, the one line, the signal's status, no process left."""
+    import signal
+    import time
+
+    data = shared_corpus(tmp_path_factory)
+    save = tmp_path / "ckpt"
+    proc = subprocess.Popen(["bash", os.path.join(REPO, "scripts", "train_distributed.sh"), "--nproc", "2",
+                             "--master", f"127.0.0.1:{free_port()}", "--rdzv-timeout", "60", "--",
+                             *map(str, train_args(data, save, "--max-update", "100000", "--pg-timeout", "60"))],
+                            cwd=REPO, env={**os.environ, **ENV}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    lines = []
+    for line in proc.stdout:  # until training runs: an update logged
+        lines.append(line)
+        if "num_updates" in line:
+            break
+    os.killpg(proc.pid, getattr(signal, sig))
+    start = time.monotonic()
+    out = "".join(lines) + proc.communicate(timeout=120)[0]
+    assert proc.returncode == status, out[-3000:]
+    assert time.monotonic() - start < 60, out[-3000:]
+    assert f"pmlm: {name} received: saved {save}/checkpoint_last.pt at update " in out, out[-3000:]
+    assert "KeyboardInterrupt" not in out
+    ranks = subprocess.run(["pgrep", "-f", str(save)], capture_output=True, text=True).stdout.split()
+    assert ranks == [], ranks

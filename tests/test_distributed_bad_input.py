@@ -168,3 +168,16 @@ def test_plain_fairseq_train_under_torchrun_refuses_to_train_alone(monkeypatch):
     assert str(e.value) == (
         "WORLD_SIZE=2 is set (torchrun) but no process group was formed, so each process would train alone: "
         "launch with `torchrun ... -m fairseq_pmlm.runtime.distributed_train ARGS` (scripts/train_distributed.sh)")
+
+
+def test_an_input_error_inside_training_is_one_line_after_the_process_group_took_over_the_exception_hook(tmp_path):
+    """init_process_group replaces the exception hook with torch's, which buffers stderr around the
+    previous hook and lost the one line when ours exited: a rank stopped with status 2 and said nothing.
+    One real rank (world size 1), a data directory with no valid split."""
+    (tmp_path / "dict.txt").write_text("a 1\nb 1\n")
+    argv = [sys.executable, "-m", "fairseq_pmlm.runtime.distributed_train", str(tmp_path), "--user-dir",
+            "fairseq_pmlm", "--task", "pseudo_masked_lm", "--arch", "unilmv2_tiny", "--batch-size", "2", "--cpu"]
+    [(status, stderr, _)] = launch((rank_env(0, 1, free_port()), argv))
+    assert status == 2, stderr[-3000:]
+    assert last_line(stderr) == (f"fairseq_pmlm.runtime.distributed_train: error: dataset not found: "
+                                 f"{tmp_path}/valid.{{bin,idx}}"), stderr[-3000:]

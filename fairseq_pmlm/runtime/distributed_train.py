@@ -21,13 +21,14 @@ without the package's ``__init__``, so without fairseq).
 import datetime
 import logging
 import os
+import signal
 import sys
 import warnings
 
 import torch
 import torch.distributed as dist
 
-from ..errors import exit_with_error
+from ..errors import exit_with_error, one_line_of
 
 PROG = "fairseq_pmlm.runtime.distributed_train"
 ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -164,11 +165,23 @@ def main(argv=None):
     if not cpu:
         torch.cuda.set_device(d.device_id)  # nccl's all_gather_object uses the current device
 
+    # Ctrl-C reaches the ranks as torchrun passes it on (it starts them in sessions of their own): taken
+    # as SIGTERM, which training records and stops on, all ranks at the same update after a save
+    # (preemption.py); a KeyboardInterrupt stopped each rank mid-collective, with tracebacks, no save
+    signal.signal(signal.SIGINT, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
     form_process_group(d.distributed_backend, env, args.pg_timeout)
     check_same_command_line(argv, env["RANK"])
     # fairseq's distributed_init would warn that the group exists: that is the point here
     warnings.filterwarnings("ignore", message="Distributed is already initialized")
-    distributed_utils.call_main(cfg, fairseq_train.main)
+    try:
+        distributed_utils.call_main(cfg, fairseq_train.main)
+    except Exception as e:
+        # here, not in the exception hook: init_process_group replaced it with torch's, which buffers
+        # stderr around ours and loses the buffer when ours exits (exit status 2, no line printed)
+        line = one_line_of(e, e.__traceback__)
+        if line is None:
+            raise
+        exit_with_error(PROG, line)
 
 
 if __name__ == "__main__":
