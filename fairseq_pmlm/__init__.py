@@ -11,14 +11,16 @@ changes, each with the fairseq behaviour it replaces and the test that pins it.
 """
 # the order in which these were always imported (atexit hooks run in reverse order)
 # isort: off
+from .runtime import quiet  # first: it notes the root logger before fairseq's import changes it
 from .runtime import checkpoint_files  # noqa: F401  (installs its changes)
 from .errors import install_one_line_errors
 from . import criterions, models  # noqa: F401  (registers them)
-from .runtime import batched_optimizer_loops, fused_adam, preemption, quiet, safe_exit  # noqa: F401  (install their changes)
+from .runtime import batched_optimizer_loops, fused_adam, preemption, safe_exit  # noqa: F401  (install their changes)
 from . import tasks  # noqa: F401  (registers them)
 from .scoring import rouge  # noqa: F401  (registers the scorer)
 # isort: on
 
 install_one_line_errors()  # a OneLineError reaching the top of a program: its line, exit 2
+quiet.restore_root_logger()  # as it was before fairseq's import set it to DEBUG
 
 __version__ = "0.1.0"

@@ -137,6 +137,28 @@ NOTICES = [  # as Hydra and torch word them (fairseq 0.12 triggers each on every
 ]
 
 
+def test_importing_the_plugin_leaves_the_root_logger_as_it_found_it_not_at_fairseqs_debug():
+    """fairseq's import runs ``logging.basicConfig(level=DEBUG)``: in Python use every library's debug
+    lines printed on stderr, and a user's own ``basicConfig`` after the import did nothing. A program
+    that configured logging before (fairseq's commands, at INFO) keeps it."""
+    fresh = ("import logging, fairseq_pmlm\n"
+             "root = logging.getLogger()\n"
+             "print(logging.getLevelName(root.level), len(root.handlers))\n"
+             "logging.getLogger('some.library').debug('a debug line')\n"
+             "logging.basicConfig(level=logging.INFO, format='mine: %(message)s')\n"
+             "logging.getLogger('fairseq').info('an info line')\n")
+    proc = subprocess.run([sys.executable, "-c", fresh], capture_output=True, text=True, check=True, cwd=REPO)
+    assert proc.stdout.split() == ["WARNING", "0"], proc.stdout
+    assert "a debug line" not in proc.stderr and "mine: an info line" in proc.stderr, proc.stderr
+    configured = ("import logging, sys\n"
+                  "logging.basicConfig(level=logging.INFO, stream=sys.stdout, format='cli: %(message)s')\n"
+                  "import fairseq_pmlm\n"
+                  "logging.getLogger('some.library').debug('a debug line')\n"
+                  "logging.getLogger('fairseq').info('an info line')\n")
+    proc = subprocess.run([sys.executable, "-c", configured], capture_output=True, text=True, check=True, cwd=REPO)
+    assert proc.stdout.splitlines() == ["cli: an info line"], proc.stdout + proc.stderr
+
+
 def test_importing_the_plugin_silences_exactly_the_notices_fairseq_triggers():
     code = ("import json, sys, warnings; import fairseq_pmlm\n"
             "for category, message in json.loads(sys.argv[1]):\n"

@@ -319,8 +319,8 @@ def main(argv=None):
                           "decodes as here (without it: refused; docs/RELEASED_WEIGHTS.md)")
     exp.add_argument("--force", action="store_true", help="replace OUT if it exists (never an input's directory)")
     a = p.parse_args(argv)
-    # its own lines are printed below; of the log only warnings (force: importing fairseq has
-    # already configured the root logger, at DEBUG)
+    # its own lines are printed below; of the log only warnings, in this format (force: over
+    # whatever configured the root logger before)
     logging.basicConfig(format="convert_checkpoint: %(levelname)s: %(message)s", level=logging.WARNING, force=True)
     # the temporary output directory is removed on SIGTERM as on Ctrl-C
     return one_line_exit("convert_checkpoint.py", lambda: run(a), FileNotFoundError, a.out)
