@@ -3,6 +3,7 @@
 hidden states equal to transformers' BertModel on real sentences -> the s2s recipes
 (prepare, finetune, generate) on real docstring pairs -> fairseq-generate's detokenised output.
 """
+import logging
 import os
 import subprocess
 
@@ -134,15 +135,23 @@ def test_hub_features_equal_transformers_on_the_tokens_transformers_would_use(hf
     assert hub.decode(hub.encode("Hello, World!", "Second part.")) == ["hello, world!", "second part."]
 
 
-def test_hub_fill_mask_predict_and_generate_on_a_pretrained_checkpoint(hub):
-    filled = hub.fill_mask("The cat sat on the [MASK].", topk=3)
+def test_hub_fill_mask_predict_and_generate_on_a_pretrained_checkpoint(hub, caplog):
+    with caplog.at_level(logging.WARNING):
+        filled = hub.fill_mask("The cat sat on the [MASK].", topk=3)
+    # the import recorded the head untrained: fill_mask says so, once
+    assert [r.getMessage() for r in caplog.records].count(
+        "fill_mask: this checkpoint's LM head is untrained (weights released without an MLM head): its fillers "
+        "are arbitrary until pre-training trains it") == 1, caplog.text
     assert len(filled) == 3 and all(0 <= p <= 1 for _, p, _ in filled)
     assert filled[0][1] >= filled[1][1] >= filled[2][1]
     # all-MiniLM-L6-v2 ships no MLM head (its AE head starts fresh), so the fillers are arbitrary
     # pieces: check the form, not the words
     for text, _, filler in filled:
         assert text.startswith("the cat sat on the") and text.endswith(".") and filler.lstrip("#") in text
-    assert hub.fill_mask("The cat sat on the <mask>.", topk=3) == filled  # RoBERTa's spelling too
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert hub.fill_mask("The cat sat on the <mask>.", topk=3) == filled  # RoBERTa's spelling too
+    assert "untrained" not in caplog.text  # once a hub
     with pytest.raises(ValueError, match="exactly one"):
         hub.fill_mask("no mask here")
     hub.register_classification_head("pair", num_classes=3)

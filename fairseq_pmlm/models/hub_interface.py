@@ -188,7 +188,8 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
         """Top ``topk`` fillers of the single ``[MASK]`` (or ``<mask>``) in ``masked_input`` by
         the AE head: a list of (filled text, probability, filler) like RoBERTa's ``fill_mask``.
         Released weights without an MLM head (all-MiniLM-L6-v2: the converter says so) have a
-        fresh AE head, whose fillers mean nothing until PMLM pre-training trains it."""
+        fresh AE head, whose fillers mean nothing until PMLM pre-training trains it: said once, as a
+        warning, where the checkpoint records its head untrained."""
         if self.is_seq2seq:
             raise ValueError("fill_mask: this is a sequence-to-sequence fine-tuned checkpoint (task "
                              f"{self.cfg.task._name}); its LM head predicts targets, not masked tokens: "
@@ -196,6 +197,10 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
         spelling = next((m for m in MASK_SPELLINGS if m in masked_input), None)
         if spelling is None or masked_input.count(spelling) != 1:
             raise ValueError(f"fill_mask: the input must contain exactly one {' or '.join(MASK_SPELLINGS)}")
+        if not bool(self.model.lm_head_trained) and not getattr(self, "_told_untrained", False):
+            self._told_untrained = True
+            logger.warning("fill_mask: this checkpoint's LM head is untrained (weights released without an MLM "
+                           "head): its fillers are arbitrary until pre-training trains it")
         left, right = (self._pieces(t) for t in masked_input.split(spelling))
         d = self.src_dict
         mask_idx = d.index(MASK_SYMBOL)
