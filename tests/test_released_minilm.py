@@ -116,7 +116,8 @@ def hub(converted):
 
 def test_hub_features_equal_transformers_on_the_tokens_transformers_would_use(hf_dir, hub):
     """encode() = the BERT tokenizer's [CLS] A [SEP] (B [SEP]) and extract_features() = BertModel's
-    last_hidden_state, for one sentence and for a pair (segment ids read off the first [EOS])."""
+    last_hidden_state (with return_all_hiddens: its hidden_states), for one sentence and for a pair
+    (segment ids read off the first [EOS])."""
     from transformers import AutoTokenizer, BertModel
 
     tok = AutoTokenizer.from_pretrained(hf_dir)
@@ -128,10 +129,16 @@ def test_hub_features_equal_transformers_on_the_tokens_transformers_would_use(hf
         assert [hub.src_dict[i] for i in ids] == [{"[CLS]": "<s>", "[SEP]": "</s>"}.get(t, t) for t in
                                                   tok.convert_ids_to_tokens(enc["input_ids"][0])]
         with torch.no_grad():
-            want = bert(**enc).last_hidden_state
+            out = bert(**enc, output_hidden_states=True)
+            want = out.last_hidden_state
             got = hub.extract_features(ids)
+            layers = hub.extract_features(ids, return_all_hiddens=True)
         assert got.shape == want.shape == (1, len(ids), 384)
         assert (got - want).abs().max().item() <= 1e-5
+        # RoBERTa's return_all_hiddens: the embedding's output and each layer's, as transformers' hidden_states
+        assert len(layers) == len(out.hidden_states) == 7 and torch.equal(layers[-1], got)
+        for mine, theirs in zip(layers, out.hidden_states):
+            assert (mine - theirs).abs().max().item() <= 1e-5
     assert hub.decode(hub.encode("Hello, World!", "Second part.")) == ["hello, world!", "second part."]
 
 

@@ -168,10 +168,23 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
         return tokens.to(device=self.device)
 
     # ------------------------------------------------------------------ understanding
-    def extract_features(self, tokens):
-        """Final hidden states ``[B, T, C]`` of ``encode()``d tokens (bidirectional, as BERT's)."""
-        features, _ = self.model(self._batch(tokens), features_only=True)
-        return features
+    def extract_features(self, tokens, return_all_hiddens=False):
+        """Final hidden states ``[B, T, C]`` of ``encode()``d tokens (bidirectional, as BERT's). With
+        ``return_all_hiddens`` (RoBERTa's and BART's flag) a list of the embedding's output and each
+        layer's, ``[B, T, C]`` each, the last the final states: transformers' ``hidden_states``."""
+        if not return_all_hiddens:
+            features, _ = self.model(self._batch(tokens), features_only=True)
+            return features
+        t = self.model.transformer
+        states = []  # read off the modules as the forward passes them: the model's code has no such output
+        hooks = [t.drop.register_forward_hook(lambda module, args, out: states.append(out))]  # embed()'s end
+        hooks += [layer.register_forward_hook(lambda module, args, out: states.append(out[0])) for layer in t.layers]
+        try:
+            self.model(self._batch(tokens), features_only=True)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        return states
 
     def register_classification_head(self, name, num_classes=None, embedding_size=None, **kwargs):
         self.model.register_classification_head(name, num_classes=num_classes, inner_dim=embedding_size, **kwargs)
