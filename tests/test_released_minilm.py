@@ -164,6 +164,13 @@ def test_hub_fill_mask_predict_and_generate_on_a_pretrained_checkpoint(hub, capl
     hub.register_classification_head("pair", num_classes=3)
     out = hub.predict("pair", hub.encode("A premise.", "A hypothesis."))
     assert out.shape == (1, 3) and torch.allclose(out.exp().sum(-1), torch.ones(1))
+    # the new head is in the hub's eval mode (no dropout): the same answer each call, and in a padded batch
+    assert torch.equal(hub.predict("pair", hub.encode("A premise.", "A hypothesis.")), out)
+    from fairseq.data.data_utils import collate_tokens
+
+    batch = collate_tokens([hub.encode("A much longer premise than the other one."), hub.encode("A premise.",
+                            "A hypothesis.")], pad_idx=hub.src_dict.pad())
+    assert (hub.predict("pair", batch)[1] - out[0]).abs().max().item() <= 1e-5
     with pytest.raises(KeyError, match="no classification head 'other'"):
         hub.predict("other", hub.encode("x"))
     with pytest.raises(ValueError, match="generate: this checkpoint's task is pseudo_masked_lm"):

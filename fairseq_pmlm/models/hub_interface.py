@@ -187,7 +187,10 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
         return states
 
     def register_classification_head(self, name, num_classes=None, embedding_size=None, **kwargs):
+        """RoBERTa's: a new head ``name`` (untrained). It takes the hub's mode: a module is made in
+        training mode, and the head's dropout would make ``predict`` differ call by call."""
         self.model.register_classification_head(name, num_classes=num_classes, inner_dim=embedding_size, **kwargs)
+        self.model.classification_heads[name].train(self.model.training)
 
     def predict(self, head, tokens, return_logits=False):
         """Log-probabilities (or logits) of classification head ``head`` on the [SOS] vector."""
