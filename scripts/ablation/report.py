@@ -1,7 +1,6 @@
 """The results of an objective ablation (scripts/ablate_objectives.py): results.json's content
 from the runs' files, the markdown table and the two plots."""
 import json
-import logging
 import os
 
 import numpy as np
@@ -84,7 +83,6 @@ def table(results):
 
 
 def plot(results, path):
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's import set the root logger to DEBUG
     import matplotlib
 
     matplotlib.use("Agg")
