@@ -159,6 +159,7 @@ def test_hub_fill_mask_predict_and_generate_on_a_pretrained_checkpoint(hub, capl
     with caplog.at_level(logging.WARNING):
         assert hub.fill_mask("The cat sat on the <mask>.", topk=3) == filled  # RoBERTa's spelling too
     assert "untrained" not in caplog.text  # once a hub
+    assert hub.fill_mask(["The cat sat on the [MASK].", "A [MASK] day."], topk=3)[0] == filled  # BART's list
     with pytest.raises(ValueError, match="exactly one"):
         hub.fill_mask("no mask here")
     hub.register_classification_head("pair", num_classes=3)

@@ -202,7 +202,8 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
 
     def fill_mask(self, masked_input, topk=5):
         """Top ``topk`` fillers of the single ``[MASK]`` (or ``<mask>``) in ``masked_input`` by
-        the AE head: a list of (filled text, probability, filler) like RoBERTa's ``fill_mask``.
+        the AE head: a list of (filled text, probability, filler) like RoBERTa's ``fill_mask``; a list
+        of inputs (BART's form) gives one such list each.
         Released weights without an MLM head (all-MiniLM-L6-v2: the converter says so) have a
         fresh AE head, whose fillers mean nothing until PMLM pre-training trains it: said once, as a
         warning, where the checkpoint records its head untrained."""
@@ -210,6 +211,8 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
             raise ValueError("fill_mask: this is a sequence-to-sequence fine-tuned checkpoint (task "
                              f"{self.cfg.task._name}); its LM head predicts targets, not masked tokens: "
                              "use a pre-trained or converted checkpoint")
+        if isinstance(masked_input, (list, tuple)):
+            return [self.fill_mask(text, topk) for text in masked_input]
         spelling = next((m for m in MASK_SPELLINGS if m in masked_input), None)
         if spelling is None or masked_input.count(spelling) != 1:
             raise ValueError(f"fill_mask: the input must contain exactly one {' or '.join(MASK_SPELLINGS)}")
