@@ -76,7 +76,8 @@ def prepare_glue(*args):
 def glue_recipe(tmp_path_factory):
     """scripts/glue/finetune_glue.sh on marker RTE and counting STS-B data of 400 examples each
     (binarized by prepare_glue.py) from ``pretrained``: a tiny model, an lr for a tiny model, the
-    rest the paper's schedule shape. -> {task: a Future of the recipe's summary lines}."""
+    rest the paper's schedule shape. -> {task: a Future of dict(lines=the recipe's summary lines,
+    save=its save dir, data=the binarized task, tsv=the task's folder of TSV files)}."""
     if "glue" not in _FUTURES:
         pre = pretrained(tmp_path_factory)
 
@@ -90,8 +91,12 @@ def glue_recipe(tmp_path_factory):
             return tmp
 
         tmp = built_once(tmp_path_factory, "glue-data", data)
+        def run(save, task):
+            data = tmp / f"bin-{task}"
+            return dict(lines=_glue_summary(data, save, pre), save=save, data=data, tsv=tmp / task)
+
         _FUTURES["glue"] = {task: submit(built_once, tmp_path_factory, f"glue-{task}",
-                                         lambda save, task=task: _glue_summary(tmp / f"bin-{task}", save, pre))
+                                         lambda save, task=task: run(save, task))
                             for task in ("RTE", "STS-B")}
     return _FUTURES["glue"]
 

@@ -86,7 +86,7 @@ def chain(tmp_path_factory):
     recipe(done, "convert_checkpoint.py", "import", tmp / "hf", tmp / "imported", key="convert_checkpoint.py import")
     done.update(s2s.result())
     squad = squad.result()
-    shared = {"prepare_data.sh": pre["prepare"], "glue/finetune_glue.sh": glue["RTE"].result(),
+    shared = {"prepare_data.sh": pre["prepare"], "glue/finetune_glue.sh": glue["RTE"].result()["lines"],
               "squad/finetune_squad.sh": squad["proc"]}
     save = squad["save"]
     recipe(done, "squad/evaluate_squad.py", squad["dev"], save / "predictions.json", "--na-prob-file",

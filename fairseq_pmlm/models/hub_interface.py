@@ -40,7 +40,8 @@ from ..text.input_text import valid_unicode
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_NAMES = ("model.pt", "checkpoint_best.pt", "checkpoint_last.pt")
-DICT_NAMES = ("dict.txt", "dict.source.txt")
+# pre-training data, sequence-to-sequence pairs, fairseq's sentence_prediction (GLUE: input0/, label/)
+DICT_NAMES = ("dict.txt", "dict.source.txt", os.path.join("input0", "dict.txt"))
 # RoBERTa's hub writes the mask as <mask>; BERT users write [MASK]: both are accepted
 MASK_SPELLINGS = (FAIRSEQ_MASK_SYMBOL, MASK_SYMBOL)
 
@@ -90,7 +91,9 @@ def tokenizer_cfg(saved_bpe, data_dir):
     except ValueError as e:
         raise FileNotFoundError(f"from_pretrained: {e}") from None
     if tok is None:
-        logger.warning(f"{data_dir} has no tokenizer: encode() will split on spaces")
+        logger.warning(f"{data_dir} has no tokenizer ({tokenizer_files.SENTENCEPIECE} or {tokenizer_files.WORDPIECE}): "
+                       "encode() will split on spaces and a word not in the dictionary is <unk>; copy the "
+                       "pre-training data's tokenizer there")
         return None
     return saved_bpe if tok == saved else OmegaConf.create(tok.fairseq_cfg())
 

@@ -141,4 +141,10 @@ def build(a, task, sp):
                        "num_classes": len(task.labels) if task.labels else 1}, out)
         if os.path.exists(os.path.join(work, "labels.txt")):
             os.remove(os.path.join(work, "labels.txt"))
+        # the tokenizer the pieces came from, for the hub's encode() (from_pretrained(SAVE, ...,
+        # data_name_or_path=DESTDIR), as RoBERTa's GLUE models are loaded): without it, it split on spaces
+        if a.pretrain_data:
+            tokenizer_files.copy(a.pretrain_data, work)
+        else:
+            shutil.copy(a.spm_model, os.path.join(work, tokenizer_files.SENTENCEPIECE))
     print(f"prepare_glue: wrote {a.destdir}")

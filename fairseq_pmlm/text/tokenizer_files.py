@@ -1,8 +1,8 @@
 """Which text tokenizer a data or model directory uses, and how fairseq is told about it.
 
 The contract every recipe relies on: a directory made by this plugin (``prepare_data.sh``,
-``s2s/prepare.sh``, ``convert_checkpoint.py import``) holds its ``dict.txt`` and exactly one
-tokenizer beside it:
+``s2s/prepare.sh``, ``convert_checkpoint.py import``, ``glue/prepare_glue.py``, whose dictionary is
+``input0/dict.txt``) holds its ``dict.txt`` and exactly one tokenizer beside it:
 
 - ``spm.model``: sentencepiece (trained by ``prepare_data.sh``) -> ``--bpe sentencepiece``;
 - ``vocab.txt`` (+ ``tokenizer_config.json`` saying ``do_lower_case``): BERT WordPiece, from
