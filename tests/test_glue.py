@@ -229,6 +229,26 @@ def test_the_fine_tuned_classifier_predicts_through_the_hub_as_roberta_s_does(re
     assert accuracy == pytest.approx(metric(run["lines"], "accuracy"), abs=0.01), (accuracy, run["lines"])
 
 
+def test_the_fine_tuned_regression_predicts_its_score_through_the_hub(recipe):
+    """STS-B's one-output head through the hub: predict gives the score (not the log-softmax of one
+    number, 0 for every input), whose Pearson correlation with the dev scores is the one the recipe
+    printed for its best checkpoint."""
+    from scipy.stats import pearsonr
+
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Model
+
+    run = recipe["STS-B"].result()
+    hub = UniLMv2Model.from_pretrained(str(run["save"]), checkpoint_file="checkpoint_best.pt",
+                                       data_name_or_path=str(run["data"]))
+    rows = [line.split("\t") for line in (run["tsv"] / "dev.tsv").read_text().splitlines()[1:]]
+    with torch.no_grad():
+        scores = [hub.predict("sentence_classification_head", hub.encode(row[7], row[8])).item() for row in rows]
+    assert len(set(scores)) > 1
+    pearson = 100 * pearsonr(scores, [float(row[9]) for row in rows])[0]
+    # fairseq logs it rounded to 0.1 (printed "97.30")
+    assert pearson == pytest.approx(metric(run["lines"], "pearson"), abs=0.05), (pearson, run["lines"])
+
+
 def test_recipe_regression_correlates_with_the_score(recipe):
     lines = recipe["STS-B"].result()["lines"]
     assert metric(lines, "pearson") >= 85 and metric(lines, "spearman") >= 85, lines

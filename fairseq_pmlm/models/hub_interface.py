@@ -196,12 +196,14 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
         self.model.classification_heads[name].train(self.model.training)
 
     def predict(self, head, tokens, return_logits=False):
-        """Log-probabilities (or logits) of classification head ``head`` on the [SOS] vector."""
+        """Log-probabilities (or logits) of classification head ``head`` on the [SOS] vector, [B, classes].
+        A head of one output (a regression: STS-B) gives its score: the log-softmax of one number is
+        0 whatever the input (RoBERTa's hub returns that 0 unless asked for logits)."""
         if head not in self.model.classification_heads:
             known = ", ".join(self.model.classification_heads) or "none"
             raise KeyError(f"predict: no classification head {head!r} (registered: {known})")
         logits, _ = self.model(self._batch(tokens), classification_head_name=head)
-        return logits if return_logits else F.log_softmax(logits, dim=-1)
+        return logits if return_logits or logits.size(-1) == 1 else F.log_softmax(logits, dim=-1)
 
     def fill_mask(self, masked_input, topk=5):
         """Top ``topk`` fillers of the single ``[MASK]`` (or ``<mask>``) in ``masked_input`` by

@@ -29,6 +29,12 @@ torch's default ``weights_only=True``; that refuses the state's ``DictConfig``, 
 distributed resume died. The receiving ranks load those bytes with ``weights_only=False``: they
 are rank 0's own objects, come through the job's own process group, and rank 0 read the file
 itself with ``weights_only=True``.
+
+Numbers from numpy. fairseq keeps the best value of ``--best-checkpoint-metric`` as it comes (in
+``extra_state`` and the LR scheduler's state): for the metrics scipy or scikit-learn compute
+(STS-B's Pearson, CoLA's MCC, MRPC's F1) a numpy scalar, which ``weights_only`` loading refuses,
+so such a checkpoint could be neither resumed nor loaded by the hub. Saved here as Python
+numbers; numpy scalars in a checkpoint written before are read (numpy's scalar and dtype allowed).
 """
 import contextlib
 import glob
@@ -38,6 +44,7 @@ import os
 import re
 import shutil
 
+import numpy as np
 import torch
 from fairseq import checkpoint_utils
 from fairseq.distributed import utils as distributed_utils
@@ -80,7 +87,22 @@ def _local(*paths):
     return not any(PathManager.path_requires_pathmanager(str(p)) for p in paths)
 
 
+def plain_numbers(x):
+    """``x`` with each numpy scalar in its dicts, lists and tuples a Python number; a container is
+    rebuilt only where it holds one (a model's state dict keeps its type and ``_metadata``)."""
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, dict):
+        items = {k: plain_numbers(v) for k, v in x.items()}
+        return x if all(items[k] is v for k, v in x.items()) else type(x)(items)
+    if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+        items = [plain_numbers(v) for v in x]
+        return x if all(a is b for a, b in zip(items, x)) else type(x)(items)
+    return x
+
+
 def torch_persistent_save(obj, filename, async_write=False):
+    obj = plain_numbers(obj)
     if async_write or not _local(filename):
         return _fairseq["torch_persistent_save"](obj, filename, async_write=async_write)
     write_atomically(filename, lambda f: torch.save(obj, f))
@@ -105,6 +127,9 @@ class CheckpointPathManager(PathManager):
 
 
 # ----------------------------------------------------------------------------- reading
+# what a pickled numpy number refers to (numpy 2 moved ``core`` to ``_core``): data, not code
+_multiarray = np._core.multiarray if hasattr(np, "_core") else np.core.multiarray
+NUMPY_SCALARS = [_multiarray.scalar, np.dtype, *dict.fromkeys(type(np.dtype(c)) for c in "?bhilqBHILQefd")]
 def _load(path):
     """``(state, None)`` for a fairseq checkpoint torch loads, ``(None, reason)`` otherwise.
     Reads the zip directory and the pickle, memory-mapping the tensors (cheap at any size)."""
@@ -124,12 +149,13 @@ def _load(path):
     if zipped and b"PK\x05\x06" not in tail:  # a whole zip file ends with this record (and a comment)
         return None, f"truncated: {size:,} bytes without the zip directory that ends a whole file"
     try:
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipped)
-        except Exception:  # noqa: BLE001  (mmap fails vaguely on a damaged file: read it to say why)
-            if not zipped:
-                raise
-            state = torch.load(path, map_location="cpu", weights_only=True)
+        with torch.serialization.safe_globals(NUMPY_SCALARS):
+            try:
+                state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipped)
+            except Exception:  # noqa: BLE001  (mmap fails vaguely on a damaged file: read it to say why)
+                if not zipped:
+                    raise
+                state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001  (whatever torch raises, said in one line)
         refused = re.search(r"Unsupported global: GLOBAL (\S+)", str(e))
         if refused:
