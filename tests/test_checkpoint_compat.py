@@ -50,9 +50,9 @@ def test_the_flags_that_rebuild_an_old_checkpoint(name, tmp_path):
 
 
 def test_numpy_metric_values_are_saved_as_python_numbers_and_files_holding_them_still_load(tmp_path):
-    """fairseq keeps the best --best-checkpoint-metric value as computed: a numpy scalar for scipy's and
-    scikit-learn's (STS-B's Pearson, CoLA's MCC), which weights_only loading refused: such a checkpoint
-    could be neither resumed nor loaded by the hub. Saved as Python numbers; older files still load."""
+    """fairseq keeps the best --best-checkpoint-metric value as computed: a numpy scalar for scipy's
+    (STS-B's Pearson), which weights_only loading refused: such a checkpoint could be neither resumed
+    nor loaded by the hub. Saved as Python numbers; older files still load."""
     import numpy as np
     from fairseq import checkpoint_utils
 

@@ -31,9 +31,9 @@ are rank 0's own objects, come through the job's own process group, and rank 0 r
 itself with ``weights_only=True``.
 
 Numbers from numpy. fairseq keeps the best value of ``--best-checkpoint-metric`` as it comes (in
-``extra_state`` and the LR scheduler's state): for the metrics scipy or scikit-learn compute
-(STS-B's Pearson, CoLA's MCC, MRPC's F1) a numpy scalar, which ``weights_only`` loading refuses,
-so such a checkpoint could be neither resumed nor loaded by the hub. Saved here as Python
+``extra_state`` and the LR scheduler's state): for a metric scipy computes (STS-B's Pearson) a
+numpy scalar (older scikit-learn gave them too: CoLA's MCC, MRPC's F1), which ``weights_only``
+loading refuses, so such a checkpoint could be neither resumed nor loaded by the hub. Saved here as Python
 numbers; numpy scalars in a checkpoint written before are read (numpy's scalar and dtype allowed).
 """
 import contextlib
