@@ -36,12 +36,11 @@ from ..runtime.checkpoint_files import read as read_checkpoint
 from ..symbols import FAIRSEQ_MASK_SYMBOL, MASK_SYMBOL
 from ..text import tokenizer_files
 from ..text.input_text import valid_unicode
+from .unilmv2 import DICT_NAMES, dictionary_in
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_NAMES = ("model.pt", "checkpoint_best.pt", "checkpoint_last.pt")
-# pre-training data, sequence-to-sequence pairs, fairseq's sentence_prediction (GLUE: input0/, label/)
-DICT_NAMES = ("dict.txt", "dict.source.txt", os.path.join("input0", "dict.txt"))
 # RoBERTa's hub writes the mask as <mask>; BERT users write [MASK]: both are accepted
 MASK_SPELLINGS = (FAIRSEQ_MASK_SYMBOL, MASK_SYMBOL)
 
@@ -62,19 +61,15 @@ def find_checkpoint(model_name_or_path, checkpoint_file=None):
     return path
 
 
-def _has_dictionary(directory):
-    return directory and any(os.path.isfile(os.path.join(directory, n)) for n in DICT_NAMES)
-
-
 def find_data_dir(checkpoint, saved_cfg, data_name_or_path=None):
     if data_name_or_path is not None:
-        if not _has_dictionary(data_name_or_path):
+        if dictionary_in(data_name_or_path) is None:
             raise FileNotFoundError(f"from_pretrained: {data_name_or_path} holds no {' or '.join(DICT_NAMES)}")
         return data_name_or_path
     here = os.path.dirname(os.path.abspath(checkpoint))
     trained_on = str(OmegaConf.select(saved_cfg, "task.data", default="") or "").split(os.pathsep)[0]
     for candidate in (here, trained_on):
-        if _has_dictionary(candidate):
+        if dictionary_in(candidate) is not None:
             return candidate
     raise FileNotFoundError(f"from_pretrained: no dictionary beside {checkpoint} nor in its training data "
                             f"directory {trained_on!r}: pass data_name_or_path=DIR (the fairseq-preprocess output)")
@@ -119,6 +114,7 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
     def __init__(self, cfg, task, model):
         super().__init__(cfg, task, [model])
         self.model = model
+        self._told_untrained = False  # fill_mask's warning on an untrained LM head: once a hub
         self.eval()
 
     @property
@@ -221,7 +217,7 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
         spelling = next((m for m in MASK_SPELLINGS if m in masked_input), None)
         if spelling is None or masked_input.count(spelling) != 1:
             raise ValueError(f"fill_mask: the input must contain exactly one {' or '.join(MASK_SPELLINGS)}")
-        if not bool(self.model.lm_head_trained) and not getattr(self, "_told_untrained", False):
+        if not bool(self.model.lm_head_trained) and not self._told_untrained:
             self._told_untrained = True
             logger.warning("fill_mask: this checkpoint's LM head is untrained (weights released without an MLM "
                            "head): its fillers are arbitrary until pre-training trains it")

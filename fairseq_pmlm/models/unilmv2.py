@@ -97,14 +97,20 @@ def nlu_layout(tokens, pad, eos):
     return positions, segments, kinds, torch.zeros_like(tokens)
 
 
+# where a data directory keeps its dictionary: the plugin's tasks (pairs: dict.source.txt), fairseq's
+# sentence_prediction (GLUE: input0/, label/)
+DICT_NAMES = ("dict.txt", "dict.source.txt", os.path.join("input0", "dict.txt"))
+
+
+def dictionary_in(directory):
+    """``directory``'s dictionary file (the first of ``DICT_NAMES`` there), None if it has none."""
+    return next((os.path.join(directory, n) for n in DICT_NAMES if directory and
+                 os.path.isfile(os.path.join(directory, n))), None)
+
+
 def dictionary_file(task):
-    """The file the task's dictionary was read from, for messages: dict.txt (or dict.source.txt) of
-    the plugin's tasks, input0/dict.txt of fairseq's sentence_prediction; None if none is found."""
-    data = str(safe_getattr(getattr(task, "cfg", None), "data", "") or "").split(os.pathsep)[0]
-    for name in ("dict.txt", "dict.source.txt", os.path.join("input0", "dict.txt")):
-        if data and os.path.isfile(os.path.join(data, name)):
-            return os.path.join(data, name)
-    return None
+    """The file the task's dictionary was read from, for messages; None if none is found."""
+    return dictionary_in(str(safe_getattr(getattr(task, "cfg", None), "data", "") or "").split(os.pathsep)[0])
 
 
 def dictionary_digest(dictionary):

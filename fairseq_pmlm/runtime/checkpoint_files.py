@@ -33,8 +33,9 @@ itself with ``weights_only=True``.
 Numbers from numpy. fairseq keeps the best value of ``--best-checkpoint-metric`` as it comes (in
 ``extra_state`` and the LR scheduler's state): for a metric scipy computes (STS-B's Pearson) a
 numpy scalar (older scikit-learn gave them too: CoLA's MCC, MRPC's F1), which ``weights_only``
-loading refuses, so such a checkpoint could be neither resumed nor loaded by the hub. Saved here as Python
-numbers; numpy scalars in a checkpoint written before are read (numpy's scalar and dtype allowed).
+loading refuses, so such a checkpoint could be neither resumed nor loaded by the hub. Saved here as
+Python numbers; numpy scalars in a checkpoint written before are read (numpy's scalar and dtype
+allowed).
 """
 import contextlib
 import glob
@@ -130,6 +131,8 @@ class CheckpointPathManager(PathManager):
 # what a pickled numpy number refers to (numpy 2 moved ``core`` to ``_core``): data, not code
 _multiarray = np._core.multiarray if hasattr(np, "_core") else np.core.multiarray
 NUMPY_SCALARS = [_multiarray.scalar, np.dtype, *dict.fromkeys(type(np.dtype(c)) for c in "?bhilqBHILQefd")]
+
+
 def _load(path):
     """``(state, None)`` for a fairseq checkpoint torch loads, ``(None, reason)`` otherwise.
     Reads the zip directory and the pickle, memory-mapping the tensors (cheap at any size)."""
