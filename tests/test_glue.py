@@ -153,6 +153,23 @@ def test_prepare_script_reports_the_bad_row_in_one_line_exit_2_and_writes_nothin
     assert sorted(os.listdir(tmp_path)) == before  # no out, no out.tmp, no staging directory
 
 
+def test_ctrl_c_while_the_tokenizer_loads_is_one_line_exit_130_and_writes_nothing(tmp_path, monkeypatch):
+    """Loading the tokenizer imports its library (seconds): Ctrl-C there was a KeyboardInterrupt traceback."""
+    (tmp_path / "RTE").mkdir()
+    write(tmp_path / "spm.model", "")
+    write(tmp_path / "dict.txt", "a 1\n")
+
+    def interrupted(**kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(glue.spm, "SentencePieceProcessor", interrupted)
+    before = sorted(os.listdir(tmp_path))
+    proc = run_main(glue.main, "--task", "RTE", "--glue-dir", tmp_path / "RTE", "--spm-model", tmp_path / "spm.model",
+                    "--srcdict", tmp_path / "dict.txt", "--destdir", tmp_path / "out")
+    assert proc.returncode == 130 and proc.stderr == "prepare_glue.py: interrupted: nothing written\n", proc
+    assert sorted(os.listdir(tmp_path)) == before
+
+
 def test_destdir_is_replaced_only_with_force_and_never_a_directory_that_holds_an_input(tmp_path_factory, tmp_path,
                                                                                        monkeypatch):
     """It replaced DESTDIR whatever it held (rmtree, then a rename: --destdir . emptied the current

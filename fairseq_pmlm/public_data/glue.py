@@ -116,12 +116,16 @@ def main(argv=None):
             p.error(f"file not found: {f}")
     if a.pretrain_data:
         try:
-            sp = tokenizer_files.piece_encoder(a.pretrain_data)
+            tokenizer_files.find(a.pretrain_data)  # none, or two: a usage error before anything runs
         except ValueError as e:
             p.error(str(e))
-    else:
-        sp = spm.SentencePieceProcessor(model_file=a.spm_model)
-    return one_line_exit(PROG, lambda: build(a, task, sp), out=a.destdir)
+
+    def encoder():  # loading it imports the tokenizer's library (seconds): under one_line_exit, Ctrl-C is one line
+        if a.pretrain_data:
+            return tokenizer_files.piece_encoder(a.pretrain_data)
+        return spm.SentencePieceProcessor(model_file=a.spm_model)
+
+    return one_line_exit(PROG, lambda: build(a, task, encoder()), out=a.destdir)
 
 
 def build(a, task, sp):
