@@ -296,3 +296,23 @@ def test_task_heads_are_left_out_of_an_export_with_a_note(tiny, tmp_path):
     torch.save(state, tmp_path / "glue" / "checkpoint_best.pt")
     info = export.export_checkpoint(str(tmp_path / "glue" / "checkpoint_best.pt"), str(tmp_path / "hf"))
     assert any("left out the task head(s) rte" in n for n in info["notes"])
+
+
+@pytest.mark.parametrize("layout", ["glue", "pairs"])
+def test_without_dict_the_export_reads_the_dictionary_where_the_hub_finds_it(tiny, tmp_path, layout):
+    """A GLUE classifier's data keeps its dictionary in input0/ (fairseq's sentence_prediction), a
+    pairs task's in dict.SOURCE_LANG.txt: both are found through the checkpoint's recorded data
+    directory, as ``from_pretrained`` finds them, with no --dict."""
+    state = torch.load(tiny / "model.pt")
+    data = tmp_path / "data"
+    name = os.path.join("input0", "dict.txt") if layout == "glue" else "dict.src.txt"
+    os.makedirs(os.path.dirname(data / name), exist_ok=True)
+    (data / name).write_bytes((tiny / "dict.txt").read_bytes())
+    state["cfg"]["task"]["data"] = str(data)
+    if layout == "pairs":
+        state["cfg"]["task"]["source_lang"] = "src"
+    os.makedirs(tmp_path / "save")
+    torch.save(state, tmp_path / "save" / "checkpoint_best.pt")
+    export.export_checkpoint(str(tmp_path / "save" / "checkpoint_best.pt"), str(tmp_path / "hf"))
+    export.export_checkpoint(str(tiny / "model.pt"), str(tmp_path / "beside"))  # its dict.txt beside it
+    assert (tmp_path / "hf" / "vocab.txt").read_bytes() == (tmp_path / "beside" / "vocab.txt").read_bytes()

@@ -32,11 +32,11 @@ import torch.nn.functional as F
 from fairseq import checkpoint_utils, hub_utils
 from omegaconf import OmegaConf, open_dict
 
+from ..data.pmlm_dictionary import dict_names, dictionary_in
 from ..runtime.checkpoint_files import read as read_checkpoint
 from ..symbols import FAIRSEQ_MASK_SYMBOL, MASK_SYMBOL
 from ..text import tokenizer_files
 from ..text.input_text import valid_unicode
-from .unilmv2 import DICT_NAMES, dictionary_in
 
 logger = logging.getLogger(__name__)
 
@@ -62,14 +62,16 @@ def find_checkpoint(model_name_or_path, checkpoint_file=None):
 
 
 def find_data_dir(checkpoint, saved_cfg, data_name_or_path=None):
+    source_lang = OmegaConf.select(saved_cfg, "task.source_lang", default=None) or "source"
     if data_name_or_path is not None:
-        if dictionary_in(data_name_or_path) is None:
-            raise FileNotFoundError(f"from_pretrained: {data_name_or_path} holds no {' or '.join(DICT_NAMES)}")
+        if dictionary_in(data_name_or_path, source_lang) is None:
+            raise FileNotFoundError(f"from_pretrained: {data_name_or_path} holds no "
+                                    f"{' or '.join(dict_names(source_lang))}")
         return data_name_or_path
     here = os.path.dirname(os.path.abspath(checkpoint))
     trained_on = str(OmegaConf.select(saved_cfg, "task.data", default="") or "").split(os.pathsep)[0]
     for candidate in (here, trained_on):
-        if dictionary_in(candidate) is not None:
+        if dictionary_in(candidate, source_lang) is not None:
             return candidate
     raise FileNotFoundError(f"from_pretrained: no dictionary beside {checkpoint} nor in its training data "
                             f"directory {trained_on!r}: pass data_name_or_path=DIR (the fairseq-preprocess output)")

@@ -16,6 +16,7 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from fairseq.utils import safe_getattr
 
 from ..arch import ARCH_SIZES, SIZE_FIELDS, TransformerShape
+from ..data.pmlm_dictionary import dictionary_in
 from ..errors import BadInput
 from ..modules.attention_rule import CONTEXT
 from ..modules.transformer import ReadCells, UniLMv2Transformer
@@ -97,20 +98,11 @@ def nlu_layout(tokens, pad, eos):
     return positions, segments, kinds, torch.zeros_like(tokens)
 
 
-# where a data directory keeps its dictionary: the plugin's tasks (pairs: dict.source.txt), fairseq's
-# sentence_prediction (GLUE: input0/, label/)
-DICT_NAMES = ("dict.txt", "dict.source.txt", os.path.join("input0", "dict.txt"))
-
-
-def dictionary_in(directory):
-    """``directory``'s dictionary file (the first of ``DICT_NAMES`` there), None if it has none."""
-    return next((os.path.join(directory, n) for n in DICT_NAMES if directory and
-                 os.path.isfile(os.path.join(directory, n))), None)
-
-
 def dictionary_file(task):
     """The file the task's dictionary was read from, for messages; None if none is found."""
-    return dictionary_in(str(safe_getattr(getattr(task, "cfg", None), "data", "") or "").split(os.pathsep)[0])
+    cfg = getattr(task, "cfg", None)
+    return dictionary_in(str(safe_getattr(cfg, "data", "") or "").split(os.pathsep)[0],
+                         safe_getattr(cfg, "source_lang", None) or "source")
 
 
 def dictionary_digest(dictionary):

@@ -31,7 +31,7 @@ from omegaconf import II, MISSING
 from ..data.blockwise_masking import MaskingConfig, corrupt
 from ..data.complete_batches import CompleteBatchesMixin
 from ..data.databin_checks import check_complete, check_files
-from ..data.pmlm_dictionary import load_pmlm_dictionary
+from ..data.pmlm_dictionary import dict_names, load_pmlm_dictionary
 from ..errors import BadInput, InputNotFound
 from ..sequence_generator import LENPEN_FORMULAS, PMLMSequenceGenerator
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL, random_token_candidates
@@ -142,7 +142,7 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
     def setup_task(cls, cfg, **kwargs):
         if not 0 <= cfg.target_mask_prob < 1:
             raise BadInput("--target-mask-prob must be in [0, 1)")
-        return cls(cfg, load_pmlm_dictionary(cfg.data, ("dict.txt", f"dict.{cfg.source_lang}.txt")))
+        return cls(cfg, load_pmlm_dictionary(cfg.data, dict_names(cfg.source_lang)))
 
     def _side(self, split, lang):
         paths = utils.split_paths(self.cfg.data)

@@ -30,7 +30,7 @@ from dataclasses import fields
 import torch
 
 from ..arch import TransformerShape
-from ..data.pmlm_dictionary import load_pmlm_dictionary
+from ..data.pmlm_dictionary import dictionary_in, load_pmlm_dictionary
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 from ..text import tokenizer_files, vocab, wordpiece
 from . import checkpoint, layouts, s2sft
@@ -49,12 +49,11 @@ def _dictionary_path(ckpt_path, state, dict_path):
     training recorded."""
     if dict_path:
         return dict_path
-    task = state["cfg"].get("task") or {}
-    names = ("dict.txt", f"dict.{task.get('source_lang') or 'source'}.txt")
+    source_lang = (state["cfg"].get("task") or {}).get("source_lang") or "source"
     for d in (os.path.dirname(os.path.abspath(ckpt_path)), *_data_dirs(state)[:1]):
-        for name in names:
-            if os.path.isfile(os.path.join(d, name)):
-                return os.path.join(d, name)
+        found = dictionary_in(d, source_lang)
+        if found:
+            return found
     raise ConversionError(f"no dict.txt beside {ckpt_path} or in its task's data directory: pass --dict")
 
 
