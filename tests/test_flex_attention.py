@@ -35,15 +35,19 @@ def dense_mods(plan, B, H):
     return bias, allowed
 
 
+@pytest.fixture(autouse=True)
+def flex_not_failed(monkeypatch):
+    """Each test starts with flex on, as a new process does: a test where it failed (a wrong CPU
+    kernel, a fake) leaves no trace in the next."""
+    monkeypatch.setitem(flex_attention._state, "failure", None)
+
+
 def skip_where_cpu_flex_is_wrong():
-    """Skip a test of the flex path where torch's compiled CPU kernel gives wrong results (the module's
-    probe says so; a run there falls back to SDPA with one warning), with the probe's reason shown."""
-    flex_attention._state["failure"] = None
-    try:
-        with torch.no_grad():
-            flex_attention.probe_cpu()
-    except flex_attention.WrongResults as e:
-        pytest.skip(str(e))
+    """Skip a test of the flex path where torch's compiled CPU kernel gave wrong results (the module's
+    check before a kernel's first call said so; a run there falls back to SDPA with one warning), with
+    the check's reason shown."""
+    if isinstance(flex_attention.failure(), flex_attention.WrongResults):
+        pytest.skip(str(flex_attention.failure()))
 
 
 def compile_errors():
@@ -64,7 +68,6 @@ def test_the_rule_elementwise_is_the_dense_rule(dictionary):
 
 
 def test_compiled_flex_forward_gives_the_sdpa_paths_hidden_states_on_padded_batches(dictionary):
-    skip_where_cpu_flex_is_wrong()
     sdpa = tiny_transformer(len(dictionary), 32, "sdpa", seed=3)
     flex = tiny_transformer(len(dictionary), 32, "flex", seed=3)
     flex_attention._state["failure"] = None
@@ -74,13 +77,13 @@ def test_compiled_flex_forward_gives_the_sdpa_paths_hidden_states_on_padded_batc
         with torch.no_grad():
             assert flex.uses_flex(torch.zeros(1), None)
         want, got = hidden(sdpa, ni), hidden(flex, ni)
+        skip_where_cpu_flex_is_wrong()
         assert flex_attention.available(), compile_errors()
         assert (got[real] - want[real]).abs().max() < 1e-5
 
 
 def test_flex_in_fp16_is_as_close_to_the_fp32_result_as_sdpa_in_fp16(dictionary):
     """The table stays fp32 inside the kernel (SDPA's bias is cast to fp16): no further from fp32."""
-    skip_where_cpu_flex_is_wrong()
     sdpa = tiny_transformer(len(dictionary), 32, "sdpa", seed=3)
     flex = tiny_transformer(len(dictionary), 32, "flex", seed=3)
     flex_attention._state["failure"] = None
@@ -89,6 +92,7 @@ def test_flex_in_fp16_is_as_close_to_the_fp32_result_as_sdpa_in_fp16(dictionary)
     real = ni["kinds"] != PAD
     want = hidden(sdpa, ni)
     got_sdpa, got_flex = hidden(sdpa.half(), ni).float(), hidden(flex.half(), ni).float()
+    skip_where_cpu_flex_is_wrong()
     assert flex_attention.available(), compile_errors()
     sdpa_error = (got_sdpa[real] - want[real]).abs().max()
     assert 0 < sdpa_error < 0.02
@@ -209,7 +213,7 @@ def test_a_backward_that_fails_to_compile_falls_back_at_the_forward_with_one_log
     plan = model.flex_plan(description(ni), torch.float32)
     monkeypatch.setitem(flex_attention._state, "compiled", lambda q, k, v, **kwargs: _BackwardFails.apply(q))
     monkeypatch.setitem(flex_attention._state, "failure", None)
-    monkeypatch.setitem(flex_attention._state, "cpu_probed", True)  # the fake is no attention: past the probe
+    monkeypatch.setattr(flex_attention.FlexPlan, "check_cpu", lambda self, q: None)  # the fake is no attention
     monkeypatch.setitem(flex_attention._state, "backward_checked", set())
     B, T = ni["kinds"].shape
     q, k, v = (torch.randn(B, 4, T, 8, requires_grad=True) for _ in range(3))
@@ -234,7 +238,7 @@ def test_the_backward_is_compiled_once_per_input_shape(dictionary, monkeypatch):
     monkeypatch.setitem(flex_attention._state, "compiled", compiled)
     monkeypatch.setitem(flex_attention._state, "failure", None)
     monkeypatch.setitem(flex_attention._state, "backward_checked", set())
-    monkeypatch.setitem(flex_attention._state, "cpu_probed", True)  # the fake is no attention: past the probe
+    monkeypatch.setattr(flex_attention.FlexPlan, "check_cpu", lambda self, q: None)  # the fake is no attention
     B, T = ni["kinds"].shape
     for batch_size in (B, B, B - 1):
         q, k, v = (torch.randn(batch_size, 4, T, 8, requires_grad=True) for _ in range(3))
@@ -243,10 +247,10 @@ def test_the_backward_is_compiled_once_per_input_shape(dictionary, monkeypatch):
     assert q.grad is None
 
 
-def test_a_cpu_kernel_that_gives_wrong_results_is_caught_by_the_probe_and_falls_back(dictionary, monkeypatch, caplog):
+def test_a_cpu_kernel_that_gives_wrong_results_is_caught_by_the_check_and_falls_back(dictionary, monkeypatch, caplog):
     """torch 2.13's compiled CPU flex can be wrong (seen where its compile cache was written under another
-    ATEN_CPU_CAPABILITY): the probe before the first CPU call catches a kernel that runs but misreads its
-    mask/score_mod."""
+    ATEN_CPU_CAPABILITY): the check before a kernel's first CPU call catches one that runs but misreads
+    its mask/score_mod."""
     sdpa = tiny_transformer(len(dictionary), 32, "sdpa", seed=3)
     flex = tiny_transformer(len(dictionary), 32, "flex", seed=3)
 
@@ -255,7 +259,7 @@ def test_a_cpu_kernel_that_gives_wrong_results_is_caught_by_the_probe_and_falls_
 
     monkeypatch.setitem(flex_attention._state, "compiled", wrong)
     monkeypatch.setitem(flex_attention._state, "failure", None)
-    monkeypatch.setitem(flex_attention._state, "cpu_probed", False)
+    monkeypatch.setitem(flex_attention._state, "cpu_checked", set())
     (batch, *_) = random_batches(dictionary, 4, n_batches=1)
     ni = batch["net_input"]
     real = ni["kinds"] != PAD

@@ -17,7 +17,7 @@ So the default ("auto") is SDPA; this path stays for the torch versions and mach
 Flex has no attention dropout and no backward on the CPU: the caller takes this path only
 where neither is needed (``UniLMv2Transformer.uses_flex``). A machine where it fails to
 compile (Triton missing, shared memory too small, ...) or, on the CPU, gives wrong results
-(``probe_cpu``) falls back to SDPA with one log line, for the rest of the process; it never
+(``FlexPlan.check_cpu``) falls back to SDPA with one log line, for the rest of the process; it never
 stops a run.
 """
 import logging
@@ -40,9 +40,9 @@ CUDA_KERNEL_OPTIONS = {
 }
 
 # the compiled function, the failure that turned flex off (None: none yet), the input shapes whose
-# backward has compiled, the calls flex served (benchmarks report which path ran), whether the CPU's
-# compiled kernel passed its probe
-_state = {"compiled": None, "failure": None, "backward_checked": set(), "calls": 0, "cpu_probed": False}
+# backward has compiled, the calls flex served (benchmarks report which path ran), the CPU kernels
+# (input shape, dtype, with a score_mod or not) whose results have been checked
+_state = {"compiled": None, "failure": None, "backward_checked": set(), "calls": 0, "cpu_checked": set()}
 
 
 def calls():
@@ -78,33 +78,7 @@ def _compiled():
 
 
 class WrongResults(RuntimeError):
-    """The compiled kernel ran but its output is not attention's (see ``probe_cpu``)."""
-
-
-def probe_cpu():
-    """torch 2.13's compiled CPU flex can give wrong results: any score_mod or block mask off by 1-3,
-    while plain attention is right, where its compile cache was written under another
-    ATEN_CPU_CAPABILITY (native, then the AVX2 emulation, or the reverse: the cache key leaves that
-    setting out; from a cold cache both are right). Before the CPU path's first call, one small case
-    with both against SDPA; raises ``WrongResults`` where they differ (the caller falls back as for any failure)."""
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    g = torch.Generator().manual_seed(0)
-    T = ALIGN
-    q, k, v = (torch.randn(1, 2, T, 16, generator=g) for _ in range(3))
-    table = torch.randn(2, 2 * T - 1, generator=g)
-    distance = torch.arange(T)[None, :] - torch.arange(T)[:, None] + T - 1
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
-    want = F.scaled_dot_product_attention(q, k, v, attn_mask=table[:, distance].masked_fill(~causal, float("-inf")))
-    block_mask = create_block_mask(lambda b, h, qi, ki: ki <= qi, None, None, T, T, device="cpu", BLOCK_SIZE=ALIGN)
-    got = _compiled()(q, k, v, score_mod=lambda score, b, h, qi, ki: score + table[h, ki - qi + T - 1],
-                      block_mask=block_mask)
-    error = float((got - want).abs().max())
-    if not error < 1e-4:
-        raise WrongResults(f"compiled flex_attention gives wrong results on this CPU (max error {error:.3g} "
-                           "against SDPA on a probe; torch's compiled CPU code, e.g. a compile cache written "
-                           "under another ATEN_CPU_CAPABILITY)")
-    _state["cpu_probed"] = True
+    """The compiled kernel ran but its output is not attention's (see ``FlexPlan.check_cpu``)."""
 
 
 def padded(length):
@@ -146,9 +120,11 @@ class FlexPlan:
         self.length, self.padded = T, padded(T)
         kinds = _pad_columns(desc.kinds, self.padded, PAD)
         steps = _pad_columns(desc.steps, self.padded, 0)
-        self.block_mask = create_block_mask(mask_mod_of(kinds, steps), B, None, self.padded, self.padded,
+        self.mask_mod = mask_mod_of(kinds, steps)
+        self.block_mask = create_block_mask(self.mask_mod, B, None, self.padded, self.padded,
                                             device=desc.kinds.device, BLOCK_SIZE=ALIGN)
-        self.score_mod = None if table is None else score_mod_of(table, _pad_columns(desc.positions, self.padded, 0))
+        self.table, self.positions = table, _pad_columns(desc.positions, self.padded, 0)
+        self.score_mod = None if table is None else score_mod_of(table, self.positions)
         self.kernel_options = CUDA_KERNEL_OPTIONS if desc.kinds.is_cuda else None
         self._sdpa_plan, self._make_sdpa_plan = None, sdpa_plan
 
@@ -165,9 +141,11 @@ class FlexPlan:
         if pad:
             q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
         try:
-            if not q.is_cuda and not _state["cpu_probed"]:
+            kernel = (q.shape, q.dtype, self.table is not None)
+            if not q.is_cuda and kernel not in _state["cpu_checked"]:
                 with torch.no_grad():
-                    probe_cpu()
+                    self.check_cpu(q)
+                _state["cpu_checked"].add(kernel)
             y = _compiled()(q, k, v, score_mod=self.score_mod, block_mask=self.block_mask,
                             kernel_options=self.kernel_options)
             if y.requires_grad and (q.shape, q.dtype) not in _state["backward_checked"]:
@@ -181,6 +159,34 @@ class FlexPlan:
             return None
         _state["calls"] += 1
         return y[:, :, : self.length] if pad else y
+
+    def check_cpu(self, q):
+        """torch 2.13's compiled CPU flex can give wrong results: any score_mod or block mask off by 1-3,
+        while plain attention is right, where its compile cache was written under another
+        ATEN_CPU_CAPABILITY (native, then the AVX2 emulation, or the reverse: the cache key leaves that
+        setting out; from a cold cache both are right). Before the first call of each input shape: the
+        kernel this call runs (same shape, dtype, block mask and score_mod, so nothing more to compile)
+        on random inputs and a random bias table, its first sequence against SDPA's attention with the
+        same rule and bias spelled out; raises ``WrongResults`` where they differ (the caller falls back
+        as for any failure)."""
+        g = torch.Generator().manual_seed(0)
+        B, H, T, D = q.shape
+        pq, pk, pv = (torch.randn(q.shape, generator=g).to(q.dtype) for _ in range(3))
+        table = None if self.table is None else torch.randn(self.table.shape, generator=g).to(self.table)
+        score_mod = None if table is None else score_mod_of(table, self.positions)
+        got = _compiled()(pq, pk, pv, score_mod=score_mod, block_mask=self.block_mask)[0].float()
+        b, h, qi, ki = torch.tensor(0), torch.arange(H)[:, None, None], torch.arange(T)[None, :, None], torch.arange(T)
+        allowed = self.mask_mod(b, h, qi, ki).expand(H, T, T)
+        bias = torch.zeros(H, T, T) if score_mod is None else score_mod(torch.zeros(H, T, T), b, h, qi, ki).float()
+        want = F.scaled_dot_product_attention(pq[0].float(), pk[0].float(), pv[0].float(),
+                                              attn_mask=bias.masked_fill(~allowed, float("-inf")))
+        seen = allowed.any(-1)  # rows of padding see no key: SDPA gives NaN there, flex 0
+        error = float((got - want)[seen].abs().max())
+        # 16-bit inputs: the kernel's output is rounded to them (errors of the wrong kernel: ~1)
+        if not error < (1e-4 if q.dtype in (torch.float32, torch.float64) else 5e-2):
+            raise WrongResults(f"compiled flex_attention gives wrong results on this CPU (max error {error:.3g} "
+                               "against SDPA on a check of this call's kernel; torch's compiled CPU code, e.g. a "
+                               "compile cache written under another ATEN_CPU_CAPABILITY)")
 
     def _check_backward(self, q, k, v):
         """The backward kernel compiles at the first backward of each input shape, outside any try
