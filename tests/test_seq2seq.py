@@ -505,9 +505,10 @@ def run(cmd, *args, stdin=None):
 
 
 def test_train_then_generate_learns_a_copy_task(tmp_path):
-    """fairseq-train -> fairseq-generate -> fairseq-interactive on a copy task. Also: pairs with
-    an empty side are skipped and counted, and no test sentence is lost to batching (45 is not
-    a multiple of --required-batch-size-multiple 8)."""
+    """fairseq-train -> fairseq-generate -> fairseq-interactive -> the hub on a copy task, its data
+    binarized with a translation user's language suffixes (src, tgt: dict.src.txt, no dict.txt).
+    Also: pairs with an empty side are skipped and counted, and no test sentence is lost to batching
+    (45 is not a multiple of --required-batch-size-multiple 8)."""
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(12)]
     for split, n in (("train", 600), ("valid", 45)):
@@ -515,13 +516,15 @@ def test_train_then_generate_learns_a_copy_task(tmp_path):
         src, tgt = list(lines), list(lines)
         if split == "train":
             src[3], tgt[7] = "", ""  # an empty source line and an empty target line
-        (tmp_path / f"{split}.source").write_text("\n".join(src) + "\n")
-        (tmp_path / f"{split}.target").write_text("\n".join(tgt) + "\n")
-    run("fairseq-preprocess", "--source-lang", "source", "--target-lang", "target", "--joined-dictionary",
+        (tmp_path / f"{split}.src").write_text("\n".join(src) + "\n")
+        (tmp_path / f"{split}.tgt").write_text("\n".join(tgt) + "\n")
+    langs = ["--source-lang", "src", "--target-lang", "tgt"]
+    run("fairseq-preprocess", *langs, "--joined-dictionary",
         "--trainpref", tmp_path / "train", "--validpref", tmp_path / "valid", "--destdir", tmp_path / "bin",
         "--workers", "1")
     user_dir = os.path.join(REPO, "fairseq_pmlm")
-    train = run("fairseq-train", tmp_path / "bin", "--user-dir", user_dir,
+    assert not (tmp_path / "bin" / "dict.txt").exists()
+    train = run("fairseq-train", tmp_path / "bin", "--user-dir", user_dir, *langs,
                 "--task", "pmlm_seq2seq", "--arch", "unilmv2_tiny", "--criterion", "pmlm_seq2seq",
                 "--optimizer", "adam", "--lr", "2e-3",
                 "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "30", "--batch-size", "32", "--max-update", "400",
@@ -532,7 +535,7 @@ def test_train_then_generate_learns_a_copy_task(tmp_path):
     assert "train: skipped 2 pairs with an empty source or target line" in train.stdout + train.stderr
     assert '"train_accuracy"' in train.stdout  # the criterion reports accuracy by default
     ckpt = tmp_path / "ckpt" / "checkpoint_last.pt"
-    out = run("fairseq-generate", tmp_path / "bin", "--user-dir", user_dir,
+    out = run("fairseq-generate", tmp_path / "bin", "--user-dir", user_dir, *langs,
               "--task", "pmlm_seq2seq", "--path", ckpt, "--gen-subset", "valid",
               "--beam", "4", "--batch-size", "16", "--max-len-b", "8", "--cpu", "--scoring", "rouge").stdout
     refs = {r.split("\t")[0][2:]: r.split("\t")[1] for r in out.splitlines() if r.startswith("T-")}
@@ -542,13 +545,14 @@ def test_train_then_generate_learns_a_copy_task(tmp_path):
     assert exact >= 0.9, (exact, [(refs[i], hyps[i]) for i in list(refs)[:5]])
     assert "ROUGE-1" in out
     queries = ["w1 w2 w3 w4 w5", "w9 w9 w0 w7 w3", "w11 w4 w4 w2 w8"]
-    inter = run("fairseq-interactive", tmp_path / "bin", "--user-dir", user_dir, "--task", "pmlm_seq2seq",
+    inter = run("fairseq-interactive", tmp_path / "bin", "--user-dir", user_dir, *langs, "--task", "pmlm_seq2seq",
                 "--path", ckpt, "--beam", "4", "--max-len-b", "8", "--cpu", stdin="\n".join(queries) + "\n").stdout
     answers = [r.split("\t")[2] for r in inter.splitlines() if r.startswith("H-")]
     assert sum(a == q for a, q in zip(answers, queries)) >= 2, answers
 
-    # the Python hub finds checkpoint_best.pt and the training data's dictionary by itself and
-    # decodes as fairseq-interactive does (same generator, same [SOS] SRC [EOS] input)
+    # the Python hub finds checkpoint_best.pt and the training data's dictionary (dict.src.txt, from
+    # the recorded --source-lang) by itself and decodes as fairseq-interactive does (same generator,
+    # same [SOS] SRC [EOS] input)
     from fairseq_pmlm.models.unilmv2 import UniLMv2Model
 
     hub = UniLMv2Model.from_pretrained(str(tmp_path / "ckpt"))
