@@ -12,19 +12,6 @@ from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 logger = logging.getLogger(__name__)
 
 
-def dict_names(source_lang="source"):
-    """Where a data directory keeps its dictionary, in the order looked for: the plugin's tasks
-    (``dict.txt``; sentence pairs: ``dict.SOURCE_LANG.txt``), fairseq's sentence_prediction (GLUE:
-    ``input0/dict.txt``)."""
-    return ("dict.txt", f"dict.{source_lang}.txt", os.path.join("input0", "dict.txt"))
-
-
-def dictionary_in(directory, source_lang="source"):
-    """``directory``'s dictionary file (the first of ``dict_names`` there), None if it has none."""
-    return next((os.path.join(directory, n) for n in dict_names(source_lang) if directory and
-                 os.path.isfile(os.path.join(directory, n))), None)
-
-
 def load_pmlm_dictionary(data, names=("dict.txt",)):
     """The first data directory's dictionary (first of ``names`` found), plus [MASK] and [P]."""
     paths = utils.split_paths(data)

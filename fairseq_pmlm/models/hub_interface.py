@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from fairseq import checkpoint_utils, hub_utils
 from omegaconf import OmegaConf, open_dict
 
-from ..data.pmlm_dictionary import dict_names, dictionary_in
+from ..data.dict_files import dict_names, dictionary_in
 from ..runtime.checkpoint_files import read as read_checkpoint
 from ..symbols import FAIRSEQ_MASK_SYMBOL, MASK_SYMBOL
 from ..text import tokenizer_files

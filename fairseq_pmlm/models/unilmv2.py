@@ -16,7 +16,7 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from fairseq.utils import safe_getattr
 
 from ..arch import ARCH_SIZES, SIZE_FIELDS, TransformerShape
-from ..data.pmlm_dictionary import dictionary_in
+from ..data.dict_files import dictionary_in
 from ..errors import BadInput
 from ..modules.attention_rule import CONTEXT
 from ..modules.transformer import ReadCells, UniLMv2Transformer

@@ -9,7 +9,7 @@
     python scripts/recipe_info.py glue-report LOG TASK METRIC   # the best dev epoch of a GLUE run
     python scripts/recipe_info.py gpus                   # the GPUs torch can use
     python scripts/recipe_info.py count-items PREFIX.idx # items of a binarized split (its mmap index header)
-    python scripts/recipe_info.py separator DIR          # the dict symbol carrying [X_SEP] in DIR ("" if none)
+    python scripts/recipe_info.py separator DIR [--source-lang L]  # the dict symbol carrying [X_SEP] ("" if none)
     python scripts/recipe_info.py run-of CHECKPOINT      # "TASK UPDATES INIT" of a training checkpoint
     python scripts/recipe_info.py squad-windows --data DIR --train-json F [--max-positions 384]
                                                 [--doc-stride 128] [--squad-v2]   # its training windows
@@ -61,7 +61,9 @@ def parser():
         g.add_argument(name)
     sub.add_parser("gpus")
     sub.add_parser("count-items").add_argument("idx")
-    sub.add_parser("separator").add_argument("dir")
+    sep = sub.add_parser("separator")
+    sep.add_argument("dir")
+    sep.add_argument("--source-lang", default="source", help="the pairs' source suffix (dict.SOURCE_LANG.txt)")
     sub.add_parser("run-of").add_argument("checkpoint")
     w = sub.add_parser("squad-windows")
     w.add_argument("--data", required=True)
@@ -100,7 +102,7 @@ def run(a):
     if a.command == "count-items":
         return [str(index_items(a.idx))]
     if a.command == "separator":
-        return [separator_of(a.dir) or ""]
+        return [separator_of(a.dir, a.source_lang) or ""]
     if a.command == "run-of":
         from .checkpoints import run_of
 

@@ -1,22 +1,19 @@
 """Facts of a data directory beyond its tokenizer (``text.tokenizer_files``) and item counts
 (``data.databin.writer.index_items``): the separator symbol, a SQuAD file's training windows."""
 import logging
-import os
 
+from ..data.dict_files import dict_names, dictionary_in
 from ..symbols import separator_symbol
 
 
-def separator_of(directory):
-    """The dictionary symbol that carries the sentence separator in a data directory's target
-    dictionary (dict.target.txt, else dict.txt), or None: what the model emits between sentences."""
-    for name in ("dict.target.txt", "dict.txt"):
-        path = os.path.join(directory, name)
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                return separator_symbol([line.split(" ")[0] for line in f])
-    raise ValueError(f"{directory} has no dict.target.txt or dict.txt")
-
-
+def separator_of(directory, source_lang="source"):
+    """The dictionary symbol that carries the sentence separator in a data directory's dictionary
+    (the one the model reads: ``data.dict_files``), or None: what the model emits between sentences."""
+    path = dictionary_in(directory, source_lang)
+    if path is None:
+        raise ValueError(f"{directory} has no {' or '.join(dict_names(source_lang))}")
+    with open(path, encoding="utf-8") as f:
+        return separator_symbol([line.split(" ")[0] for line in f])
 
 
 def squad_windows(data, train_json, max_positions, doc_stride, v2):

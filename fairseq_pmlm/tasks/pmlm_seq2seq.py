@@ -31,7 +31,8 @@ from omegaconf import II, MISSING
 from ..data.blockwise_masking import MaskingConfig, corrupt
 from ..data.complete_batches import CompleteBatchesMixin
 from ..data.databin_checks import check_complete, check_files
-from ..data.pmlm_dictionary import dict_names, load_pmlm_dictionary
+from ..data.dict_files import dict_names
+from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..errors import BadInput, InputNotFound
 from ..sequence_generator import LENPEN_FORMULAS, PMLMSequenceGenerator
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL, random_token_candidates

@@ -30,7 +30,8 @@ from dataclasses import fields
 import torch
 
 from ..arch import TransformerShape
-from ..data.pmlm_dictionary import dictionary_in, load_pmlm_dictionary
+from ..data.dict_files import dictionary_in
+from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 from ..text import tokenizer_files, vocab, wordpiece
 from . import checkpoint, layouts, s2sft

@@ -15,7 +15,8 @@
 # recorded in the checkpoint (--bpe ...), so the hub and fairseq-interactive detokenise without
 # being told; SAVE_DIR also gets a copy of the data's dictionary and tokenizer, so
 # `UniLMv2Model.from_pretrained(SAVE_DIR)` needs nothing else. The arguments after -- come last,
-# so they override the preset (--max-update, --arch, ...).
+# so they override the preset (--max-update, --arch, ...). DATA is prepare.sh's (suffixes source,
+# target); a fairseq-preprocess output with others needs them named there: -- --source-lang src --target-lang tgt.
 # A SAVE_DIR that already holds checkpoint_last.pt is resumed (fairseq does so by itself) only when
 # that run was started from the same --checkpoint, and the recipe says so; otherwise it stops.
 # --force then moves SAVE_DIR's checkpoint*.pt into SAVE_DIR/replaced-DATE-TIME/ and starts afresh.
@@ -33,7 +34,9 @@ parse_flags "$@"
 require_flags --preset --data --checkpoint --save-dir
 forward_signals  # from here on: the facts runs and the steps stop cleanly on Ctrl-C and SIGTERM
 preset "$PRESET"
-[ -f "$DATA/train.source-target.source.idx" ] || die "no binarized train split in $DATA (run scripts/s2s/prepare.sh)"
+TRAIN=$(pair_index train)
+[ -f "$TRAIN" ] || die "no binarized train split in $DATA: no $(basename "$TRAIN") (run scripts/s2s/prepare.sh;" \
+  "data of fairseq-preprocess with other language suffixes: name them after --, --source-lang SRC --target-lang TGT)"
 [ "$PRE" = none ] || require_files "$PRE"
 resume_or_start "$SAVE" "$(abs_path "$PRE")" pmlm_seq2seq
 INIT=() FACTS=()
@@ -43,7 +46,6 @@ else
   [ -n "$(extra_value --arch '')" ] ||
     die "--checkpoint none (random init) needs --arch after --"
 fi
-TRAIN=$DATA/train.source-target.source.idx
 mkdir -p "$SAVE"
 # the tokenizer goes beside the checkpoints now (the hub loads it from there), in the same run
 recipe_facts ${FACTS[@]+"${FACTS[@]}"} BPE bpe-flags "$DATA" + PAIRS count-items "$TRAIN" + \

@@ -10,6 +10,7 @@
 #   e.g. bash scripts/s2s/generate.sh --preset xsum --data data-bin/xsum \
 #            --checkpoint checkpoints/xsum/checkpoint_best.pt --refs raw/xsum/test.target \
 #            --out-dir outputs/xsum -- --batch-size 32
+# DATA's pairs with other suffixes than prepare.sh's (source, target): -- --source-lang src --target-lang tgt.
 # Writes OUT_DIR/generate-test.txt (fairseq's log), OUT_DIR/hyp.txt (one detokenised
 # hypothesis a line, in input order) and OUT_DIR/scores.txt. Every test pair is decoded, empty
 # sides included (an empty source is decoded from [SOS] [EOS]), so hyp.txt lines up with RAW_REFS;
@@ -36,10 +37,13 @@ require_flags --preset --data --checkpoint --refs --out-dir
 forward_signals  # from here on: the facts runs and the steps stop cleanly on Ctrl-C and SIGTERM
 preset "$PRESET"
 require_files "$CKPT" "$REFS"
-TEST=$DATA/test.source-target.source.idx
-[ -f "$TEST" ] || die "no binarized test split in $DATA (run scripts/s2s/prepare.sh with RAW/test.{source,target})"
+TEST=$(pair_index test)
+[ -f "$TEST" ] || die "no binarized test split in $DATA: no $(basename "$TEST") (run scripts/s2s/prepare.sh with" \
+  "RAW/test.{source,target}; data of fairseq-preprocess with other language suffixes: name them after --," \
+  "--source-lang SRC --target-lang TGT)"
 # SEP: the symbol the model emits between sentences
-recipe_facts PAIRS count-items "$TEST" + BPE bpe-flags "$DATA" + SEP separator "$DATA"
+recipe_facts PAIRS count-items "$TEST" + BPE bpe-flags "$DATA" + \
+  SEP separator "$DATA" --source-lang "$(extra_value --source-lang source)"
 # lines of RAW_REFS as score.py counts them (a last line without a newline counts)
 LINES=$(awk 'END { print NR }' "$REFS")
 [ "$PAIRS" = "$LINES" ] || die "$TEST holds $PAIRS test pairs but --refs $REFS has $LINES lines"

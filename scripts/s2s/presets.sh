@@ -21,3 +21,11 @@ preset() {  # preset NAME: sets SRC TGT POSITIONS LR BATCH EPOCHS WARMUP TMASK B
     *) die "--preset $1: unknown preset (cnndm, xsum, qg, demo)" ;;
   esac
 }
+
+pair_index() {  # pair_index SPLIT: the .idx of DATA's binarized SPLIT, source side. Its language
+  # suffixes are prepare.sh's (source, target) unless given after -- as fairseq-preprocess was run
+  # (--source-lang src --target-lang tgt: fairseq reads them too)
+  local src tgt
+  src=$(extra_value --source-lang source) tgt=$(extra_value --target-lang target)
+  printf '%s\n' "$DATA/$1.$src-$tgt.$src.idx"
+}
