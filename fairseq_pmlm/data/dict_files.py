@@ -10,8 +10,9 @@ import os
 
 
 def dict_names(source_lang="source"):
-    """The names, in the order looked for."""
-    return ("dict.txt", f"dict.{source_lang}.txt", os.path.join("input0", "dict.txt"))
+    """The names, in the order looked for (``source_lang`` None or empty: a config that records
+    none, as a pre-training checkpoint's: prepare.sh's ``source``)."""
+    return ("dict.txt", f"dict.{source_lang or 'source'}.txt", os.path.join("input0", "dict.txt"))
 
 
 def dictionary_in(directory, source_lang="source"):

@@ -62,7 +62,7 @@ def find_checkpoint(model_name_or_path, checkpoint_file=None):
 
 
 def find_data_dir(checkpoint, saved_cfg, data_name_or_path=None):
-    source_lang = OmegaConf.select(saved_cfg, "task.source_lang", default=None) or "source"
+    source_lang = OmegaConf.select(saved_cfg, "task.source_lang", default=None)
     if data_name_or_path is not None:
         if dictionary_in(data_name_or_path, source_lang) is None:
             raise FileNotFoundError(f"from_pretrained: {data_name_or_path} holds no "

@@ -102,7 +102,7 @@ def dictionary_file(task):
     """The file the task's dictionary was read from, for messages; None if none is found."""
     cfg = getattr(task, "cfg", None)
     return dictionary_in(str(safe_getattr(cfg, "data", "") or "").split(os.pathsep)[0],
-                         safe_getattr(cfg, "source_lang", None) or "source")
+                         safe_getattr(cfg, "source_lang", None))
 
 
 def dictionary_digest(dictionary):

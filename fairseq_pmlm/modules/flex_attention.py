@@ -170,7 +170,7 @@ class FlexPlan:
         same rule and bias spelled out; raises ``WrongResults`` where they differ (the caller falls back
         as for any failure)."""
         g = torch.Generator().manual_seed(0)
-        B, H, T, D = q.shape
+        H, T = q.shape[1:3]
         pq, pk, pv = (torch.randn(q.shape, generator=g).to(q.dtype) for _ in range(3))
         table = None if self.table is None else torch.randn(self.table.shape, generator=g).to(self.table)
         score_mod = None if table is None else score_mod_of(table, self.positions)

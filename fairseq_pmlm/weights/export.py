@@ -30,7 +30,7 @@ from dataclasses import fields
 import torch
 
 from ..arch import TransformerShape
-from ..data.dict_files import dictionary_in
+from ..data.dict_files import dict_names, dictionary_in
 from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 from ..text import tokenizer_files, vocab, wordpiece
@@ -50,12 +50,13 @@ def _dictionary_path(ckpt_path, state, dict_path):
     training recorded."""
     if dict_path:
         return dict_path
-    source_lang = (state["cfg"].get("task") or {}).get("source_lang") or "source"
+    source_lang = (state["cfg"].get("task") or {}).get("source_lang")
     for d in (os.path.dirname(os.path.abspath(ckpt_path)), *_data_dirs(state)[:1]):
         found = dictionary_in(d, source_lang)
         if found:
             return found
-    raise ConversionError(f"no dict.txt beside {ckpt_path} or in its task's data directory: pass --dict")
+    raise ConversionError(f"no {' or '.join(dict_names(source_lang))} beside {ckpt_path} or in its task's data "
+                          "directory: pass --dict")
 
 
 def _data_dirs(state):
