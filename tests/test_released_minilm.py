@@ -47,7 +47,7 @@ def test_released_model_unpacks_with_its_pinned_hash_and_a_wrong_hash_is_refused
 
 def test_the_minilm_import_records_its_lm_head_untrained(converted):
     """all-MiniLM-L6-v2 ships no MLM head: pre-training from the import warms the fresh one first."""
-    assert torch.load(converted[0] / "model.pt")["model"]["lm_head_trained"].item() is False
+    assert torch.load(converted[0] / "model.pt")["model"]["lm_head_trained"].item() == 0
 
 
 def test_converted_minilm_equals_transformers_bert_model_on_real_sentences(hf_dir, converted):

@@ -180,9 +180,9 @@ def test_bare_bert_model_without_head_converts_with_the_same_hidden_states(bare_
 
 
 def test_the_import_records_whether_the_source_had_a_trained_lm_head(bare_bert, converted_bert):
-    assert torch.load(converted_bert[0] / "model.pt")["model"]["lm_head_trained"].item() is True
-    assert torch.load(bare_bert[1] / "model.pt")["model"]["lm_head_trained"].item() is False
-    assert load_fairseq(bare_bert[1])[0].lm_head_trained.item() is False
+    assert torch.load(converted_bert[0] / "model.pt")["model"]["lm_head_trained"].item() == 1
+    assert torch.load(bare_bert[1] / "model.pt")["model"]["lm_head_trained"].item() == 0
+    assert load_fairseq(bare_bert[1])[0].lm_head_trained.item() == 0
 
 
 def test_a_checkpoint_from_before_the_head_record_loads_with_its_head_counted_trained(bare_bert, tmp_path):
@@ -194,7 +194,7 @@ def test_a_checkpoint_from_before_the_head_record_loads_with_its_head_counted_tr
     del state["model"]["lm_head_trained"]
     torch.save(state, old / "model.pt")
     model, _ = load_fairseq(old)  # strict loading: the record is filled in, as "trained" (no warm-up by default)
-    assert model.lm_head_trained.item() is True
+    assert model.lm_head_trained.item() == 1
 
 
 def test_dict_txt_rebuilds_the_converted_rows_and_the_checkpoint_digest(bert_dir, converted_bert, vocab_tokens):
@@ -591,7 +591,7 @@ def changed_after_each_update(start, save_dir):
     for path in save_dir.glob("checkpoint_*_*.pt"):
         after = torch.load(path)["model"]
         update = int(path.stem.rsplit("_", 1)[1])
-        out[update] = ({k for k in params if not torch.equal(after[k], before[k])}, after["lm_head_trained"].item())
+        out[update] = ({k for k in params if not torch.equal(after[k], before[k])}, bool(after["lm_head_trained"]))
     return out, set(params)
 
 

@@ -504,11 +504,29 @@ def run(cmd, *args, stdin=None):
     return proc
 
 
+def average_as_fairseq_does(paths):
+    """fairseq's scripts/average_checkpoints.py (not in its wheel): the first file's state with each
+    model entry summed over the files (fp16 ones as fp32), then divided by their number (floats) or
+    floor-divided (any other dtype)."""
+    states = [torch.load(p) for p in paths]
+    summed = {k: v.float().clone() if v.dtype == torch.half else v.clone() for k, v in states[0]["model"].items()}
+    for state in states[1:]:
+        for k, v in state["model"].items():
+            summed[k] += v
+    for v in summed.values():
+        if v.is_floating_point():
+            v.div_(len(paths))
+        else:
+            v //= len(paths)
+    return {**states[0], "model": summed}
+
+
 def test_train_then_generate_learns_a_copy_task(tmp_path):
     """fairseq-train -> fairseq-generate -> fairseq-interactive -> the hub on a copy task, its data
     binarized with a translation user's language suffixes (src, tgt: dict.src.txt, no dict.txt).
-    Also: pairs with an empty side are skipped and counted, and no test sentence is lost to batching
-    (45 is not a multiple of --required-batch-size-multiple 8)."""
+    Also: pairs with an empty side are skipped and counted, no test sentence is lost to batching
+    (45 is not a multiple of --required-batch-size-multiple 8), and the last checkpoints averaged as
+    fairseq's average_checkpoints.py does load and decode (a uint8 or bool entry broke it)."""
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(12)]
     for split, n in (("train", 600), ("valid", 45)):
@@ -531,7 +549,8 @@ def test_train_then_generate_learns_a_copy_task(tmp_path):
                 "--dropout", "0.0", "--attention-dropout", "0.0", "--target-mask-prob", "0.2",
                 "--max-source-positions", "16", "--max-target-positions", "16",
                 "--save-dir", tmp_path / "ckpt", "--no-epoch-checkpoints", "--validate-interval", "1000",
-                "--save-interval", "1000", "--cpu", "--num-workers", "0", "--seed", "1", "--log-format", "json")
+                "--save-interval", "1000", "--save-interval-updates", "30", "--keep-interval-updates", "3",
+                "--cpu", "--num-workers", "0", "--seed", "1", "--log-format", "json")
     assert "train: skipped 2 pairs with an empty source or target line" in train.stdout + train.stderr
     assert '"train_accuracy"' in train.stdout  # the criterion reports accuracy by default
     ckpt = tmp_path / "ckpt" / "checkpoint_last.pt"
@@ -562,3 +581,10 @@ def test_train_then_generate_learns_a_copy_task(tmp_path):
     assert tokens[0] == hub.src_dict.bos() and tokens[-1] == hub.src_dict.eos() and hub.decode(tokens) == queries[0]
     with pytest.raises(ValueError, match="fill_mask: this is a sequence-to-sequence fine-tuned checkpoint"):
         hub.fill_mask("w1 [MASK] w3")
+
+    last3 = sorted((tmp_path / "ckpt").glob("checkpoint_*_*.pt"))
+    assert len(last3) == 3 and all(int(p.stem.split("_")[-1]) > 200 for p in last3), last3
+    torch.save(average_as_fairseq_does(last3), tmp_path / "ckpt" / "averaged.pt")
+    averaged = UniLMv2Model.from_pretrained(str(tmp_path / "ckpt"), checkpoint_file="averaged.pt")
+    assert averaged.model.lm_head_trained and torch.equal(averaged.model.dictionary_digest, hub.model.dictionary_digest)
+    assert sum(a == q for a, q in zip(averaged.sample(queries, beam=4, max_len_b=8), queries)) >= 2

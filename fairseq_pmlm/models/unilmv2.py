@@ -105,10 +105,20 @@ def dictionary_file(task):
                          safe_getattr(cfg, "source_lang", None))
 
 
+# The state dict's two records (the digest, the head's) are int64, not uint8 or bool: fairseq's
+# scripts/average_checkpoints.py sums every entry over the N files, then floor-divides a non-float
+# one by N (a bool fails; a uint8 sum wraps at 256: 200 + 200 -> 144, // 2 -> 72), and int64 gives
+# back each value exactly (200 + 200 + 200 = 600, // 3 = 200). Not floats: casts (.half()) and code
+# that treats every float entry as a weight leave them alone.
 def dictionary_digest(dictionary):
-    """16 bytes identifying a dictionary's symbols, stored in every checkpoint."""
+    """16 bytes identifying a dictionary's symbols, stored in every checkpoint (as 16 int64)."""
     h = hashlib.md5("\n".join(dictionary.symbols).encode("utf-8")).digest()
-    return torch.tensor(list(h), dtype=torch.uint8)
+    return torch.tensor(list(h), dtype=torch.int64)
+
+
+def same_digest(theirs, ours):
+    """Whether two digests are equal, whatever dtype each was saved in (older files: uint8)."""
+    return torch.equal(theirs.detach().cpu().double(), ours.detach().cpu().double())
 
 
 def dictionary_misfit(state_dict, digest, rows):
@@ -117,7 +127,7 @@ def dictionary_misfit(state_dict, digest, rows):
     fit (a checkpoint without a digest is judged by its embedding rows alone)."""
     theirs, embed = state_dict.get("dictionary_digest"), state_dict.get("transformer.embed_tokens.weight")
     their_rows = None if embed is None else embed.size(0)
-    if (theirs is None or torch.equal(theirs.cpu(), digest.cpu())) and their_rows in (None, rows):
+    if (theirs is None or same_digest(theirs, digest)) and their_rows in (None, rows):
         return None
     return f"{their_rows} rows against {rows}" if their_rows != rows else f"both {rows} rows, other symbols or order"
 
@@ -135,8 +145,9 @@ class UniLMv2Model(BaseFairseqModel):
         self.register_buffer("dictionary_digest", dictionary_digest(dictionary))
         # whether the LM head has trained on top of this body: the pre-training task warms an
         # untrained one first (tasks/pseudo_masked_lm.py). The importer writes False for weights
-        # that came without a head; a model built here trains its head from its first update
-        self.register_buffer(LM_HEAD_TRAINED, torch.tensor(True))
+        # that came without a head; a model built here trains its head from its first update.
+        # 1 or 0 (int64: see dictionary_digest); averaged files read as trained only if all were
+        self.register_buffer(LM_HEAD_TRAINED, torch.tensor(1))
         pseudo_idx = dictionary.index(PSEUDO_TOKENS[str(safe_getattr(cfg, "pseudo_token", "p"))])
         # task heads, registered by the fine-tuning tasks (fairseq's sentence_prediction, pmlm_squad)
         self.classification_heads = nn.ModuleDict()
@@ -239,7 +250,7 @@ class UniLMv2Model(BaseFairseqModel):
         prefix = name + "." if name else ""
         # a checkpoint from before the record: its head counts as trained, as it did then (no
         # warm-up unless --head-warmup-updates asks), whatever wrote it
-        state_dict.setdefault(prefix + LM_HEAD_TRAINED, torch.tensor(True))
+        state_dict.setdefault(prefix + LM_HEAD_TRAINED, torch.tensor(1))
         for kind in HEAD_KINDS:
             heads = getattr(self, kind)
             start = f"{prefix}{kind}."

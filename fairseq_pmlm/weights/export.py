@@ -94,7 +94,7 @@ def read_checkpoint(ckpt_path):
 def load_model(ckpt_path, state, dict_path, notes):
     """(model, dictionary) of the checkpoint; task heads (GLUE, SQuAD) have no place in either
     export: left out, with a note."""
-    from fairseq_pmlm.models.unilmv2 import HEAD_KINDS, UniLMv2Config, UniLMv2Model, dictionary_digest
+    from fairseq_pmlm.models.unilmv2 import HEAD_KINDS, UniLMv2Config, UniLMv2Model, dictionary_digest, same_digest
 
     dict_path = _dictionary_path(ckpt_path, state, dict_path)
     try:
@@ -102,7 +102,7 @@ def load_model(ckpt_path, state, dict_path, notes):
     except (OSError, ValueError) as e:
         raise ConversionError(f"cannot read the dictionary {dict_path}: {str(e).splitlines()[0]}") from None
     theirs = state["model"].get("dictionary_digest")
-    if theirs is not None and not torch.equal(theirs, dictionary_digest(dictionary)):
+    if theirs is not None and not same_digest(theirs, dictionary_digest(dictionary)):
         raise ConversionError(f"{dict_path} is not the dictionary {ckpt_path} was trained with")
     model_cfg_in = state["cfg"]["model"]
     cfg = UniLMv2Config(**{f.name: model_cfg_in[f.name] for f in fields(UniLMv2Config) if f.name in model_cfg_in})
