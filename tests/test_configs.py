@@ -46,3 +46,32 @@ def test_the_finetuning_configs_train_seq2seq_from_a_checkpoint(tmp_path_factory
                       "dataset.batch_size=8")
     assert cfg["task"]["_name"] == "pmlm_seq2seq" and cfg["criterion"]["label_smoothing"] == 0.1
     assert (cfg["task"]["max_source_positions"], cfg["task"]["max_target_positions"]) == (source, target)
+
+
+@pytest.mark.parametrize("doc,configs", [
+    ("PRETRAINING.md", ("fairseq_pmlm.tasks.pseudo_masked_lm:PseudoMaskedLMConfig",)),
+    ("SEQ2SEQ.md", ("fairseq_pmlm.tasks.pmlm_seq2seq:PMLMSeq2SeqConfig",)),
+])
+def test_the_docs_tables_of_flags_give_the_defaults_the_code_has(doc, configs):
+    """Each row `| `--a`, `--b` (model) | A, B | ... |` of the doc's flag table: the task's (or, marked
+    "(model)", the model's) dataclass has the same defaults; "off" is False."""
+    import dataclasses
+    import importlib
+    import re
+
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Config
+
+    def defaults(path):
+        module, name = path.split(":")
+        return {f.name: f.default for f in dataclasses.fields(getattr(importlib.import_module(module), name))}
+
+    task = {k: v for path in configs for k, v in defaults(path).items()}
+    model = {f.name: f.default for f in dataclasses.fields(UniLMv2Config)}
+    rows = re.findall(r"^\| (`--[^|]*?)(?: \((model)\))? \| ([^|]+?) \|", open(os.path.join(REPO, "docs", doc)).read(),
+                      re.MULTILINE)
+    assert len(rows) >= 4, rows
+    for flags, of_model, values in rows:
+        names = [f.strip("` ").lstrip("-").replace("-", "_") for f in flags.split(",")]
+        for name, value in zip(names, values.split(", "), strict=True):
+            want = (model if of_model else task)[name]
+            assert value.strip("`") == ("off" if want is False else str(want)), (doc, name, value, want)
