@@ -29,11 +29,11 @@ def vocab_tokens():  # a WordPiece vocab trained on stdlib docstrings, as test_r
 
 def randomize(model_pt, seed, zero_key_bias=False):
     """Every weight of a converted checkpoint random (the relative table too); the dictionary
-    digest kept. ``zero_key_bias``: as imported UniLMv2 weights have it."""
+    digest and the head's record kept. ``zero_key_bias``: as imported UniLMv2 weights have it."""
     state = torch.load(model_pt)
     g = torch.Generator().manual_seed(seed)
     for k, v in state["model"].items():
-        if v.is_floating_point():
+        if v.is_floating_point() and k not in ("dictionary_digest", "lm_head_trained"):
             v.copy_(torch.randn(v.shape, generator=g) * 0.3)
             if zero_key_bias and k.endswith("attn.key.bias"):
                 v.zero_()

@@ -586,7 +586,8 @@ def changed_after_each_update(start, save_dir):
     """{update: (parameters changed since the start, its lm_head_trained record)} of a run that
     saved after every update (the tied output projection is the embedding: counted once)."""
     before = torch.load(start)["model"]
-    params = [k for k, v in before.items() if v.is_floating_point() and k != "transformer.lm_head.weight"]
+    params = [k for k, v in before.items() if v.is_floating_point()
+              and k not in ("transformer.lm_head.weight", "dictionary_digest", "lm_head_trained")]
     out = {}
     for path in save_dir.glob("checkpoint_*_*.pt"):
         after = torch.load(path)["model"]

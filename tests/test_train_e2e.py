@@ -42,6 +42,8 @@ def jobs(data, tmp_path_factory):
     # the short runs share one process (cli.train_many: the same cli_main, one import)
     short = [(data, root / objective, "--objective", objective, "--no-save", *SHORT) for objective in OBJECTIVES]
     short.append((data, root / "no_rel_pos", "--no-rel-pos", "--no-epoch-checkpoints", *SHORT))
+    short.append((data, root / "ema", "--store-ema", "--ema-decay", "0.5", "--ema-start-update", "0",
+                  "--no-epoch-checkpoints", *SHORT))
     j["short"] = submit(train_many, short)
     # a start of one update, then 3 updates from it of which the first 2 train the LM head alone
     head = ["--no-epoch-checkpoints", "--log-interval", "1"]
@@ -53,8 +55,8 @@ def jobs(data, tmp_path_factory):
 
 
 def short_run(jobs, name):
-    """One of the short runs: an objective, or "no_rel_pos"."""
-    return jobs["short"].result()[(OBJECTIVES + ["no_rel_pos"]).index(name)]
+    """One of the short runs: an objective, "no_rel_pos" or "ema"."""
+    return jobs["short"].result()[(OBJECTIVES + ["no_rel_pos", "ema"]).index(name)]
 
 
 def by_update(proc):
@@ -87,7 +89,7 @@ def test_checkpoints_exist_and_load_with_torch_weights_only_default(jobs, data):
         assert state["cfg"]["model"]["_name"] == "unilmv2_tiny"
         assert state["cfg"]["task"]["_name"] == "pseudo_masked_lm"
         assert "transformer.rel_pos_bias.weight" in state["model"]
-        assert state["model"]["dictionary_digest"].dtype == torch.int64  # averageable (models/unilmv2.py)
+        assert state["model"]["dictionary_digest"].dtype == torch.float32  # averageable (models/unilmv2.py)
         assert state["optimizer_history"][-1]["num_updates"] == 240
 
     # and fairseq can rebuild the trained model from it (in-process, same code as the CLIs)
@@ -168,6 +170,26 @@ def test_no_rel_pos_trains_a_model_without_the_bias_table(jobs):
     state = torch.load(jobs["root"] / "no_rel_pos" / "checkpoint_last.pt")
     assert state["cfg"]["model"]["no_rel_pos"] is True
     assert not any("rel_pos" in k for k in state["model"])
+
+
+def test_an_ema_of_the_weights_is_kept_and_loads_with_the_records_the_model_wrote(jobs, data):
+    """fairseq's --store-ema decays every state-dict entry in place at each update (a uint8 or bool
+    entry stopped the run at its first update): the run trains, and the EMA's weights, taken out as
+    fairseq's load_ema_from_checkpoint does, load into the model with the dictionary's digest and the
+    head's record as the model wrote them (the EMA leaves the digest only within rounding)."""
+    from fairseq import checkpoint_utils
+
+    proc = short_run(jobs, "ema")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    path = jobs["root"] / "ema" / "checkpoint_last.pt"
+    ema, model = checkpoint_utils.load_ema_from_checkpoint(str(path)), torch.load(path)["model"]
+    fc1 = "transformer.layers.0.fc1.weight"
+    assert not torch.equal(ema["model"][fc1], model[fc1])  # an average of the updates, not a copy
+    torch.save(ema, jobs["root"] / "ema" / "ema.pt")
+    (loaded,), _ = checkpoint_utils.load_model_ensemble([str(jobs["root"] / "ema" / "ema.pt")],
+                                                        arg_overrides={"data": str(data)})
+    assert torch.equal(loaded.state_dict()[fc1], ema["model"][fc1])
+    assert torch.equal(loaded.dictionary_digest, model["dictionary_digest"]) and loaded.lm_head_trained.item() == 1
 
 
 def test_logs_carry_masked_count_and_both_accuracies(jobs):

@@ -105,20 +105,21 @@ def dictionary_file(task):
                          safe_getattr(cfg, "source_lang", None))
 
 
-# The state dict's two records (the digest, the head's) are int64, not uint8 or bool: fairseq's
-# scripts/average_checkpoints.py sums every entry over the N files, then floor-divides a non-float
-# one by N (a bool fails; a uint8 sum wraps at 256: 200 + 200 -> 144, // 2 -> 72), and int64 gives
-# back each value exactly (200 + 200 + 200 = 600, // 3 = 200). Not floats: casts (.half()) and code
-# that treats every float entry as a weight leave them alone.
+# The state dict's two records (the digest, the head's) are float32 numbers, read rounded: fairseq's
+# tools treat every state-dict entry as a weight. scripts/average_checkpoints.py sums the N files'
+# entries and divides by N (floor-divides a non-float: a bool fails, a uint8 sum wraps at 256);
+# --store-ema decays each entry in place toward the model's (v * d + v * (1 - d): a non-float
+# fails, a float comes back within rounding). 0-255 survive both, and fp16 and bf16 casts, exactly
+# once rounded. Older files hold uint8 and bool: they load as before.
 def dictionary_digest(dictionary):
-    """16 bytes identifying a dictionary's symbols, stored in every checkpoint (as 16 int64)."""
+    """16 bytes identifying a dictionary's symbols, stored in every checkpoint (as 16 floats)."""
     h = hashlib.md5("\n".join(dictionary.symbols).encode("utf-8")).digest()
-    return torch.tensor(list(h), dtype=torch.int64)
+    return torch.tensor(list(h), dtype=torch.float32)
 
 
 def same_digest(theirs, ours):
-    """Whether two digests are equal, whatever dtype each was saved in (older files: uint8)."""
-    return torch.equal(theirs.detach().cpu().double(), ours.detach().cpu().double())
+    """Whether two digests are equal, whatever dtype each was saved in, after averaging or EMA."""
+    return torch.equal(theirs.detach().cpu().double().round(), ours.detach().cpu().double().round())
 
 
 def dictionary_misfit(state_dict, digest, rows):
@@ -146,8 +147,8 @@ class UniLMv2Model(BaseFairseqModel):
         # whether the LM head has trained on top of this body: the pre-training task warms an
         # untrained one first (tasks/pseudo_masked_lm.py). The importer writes False for weights
         # that came without a head; a model built here trains its head from its first update.
-        # 1 or 0 (int64: see dictionary_digest); averaged files read as trained only if all were
-        self.register_buffer(LM_HEAD_TRAINED, torch.tensor(1))
+        # 1.0 or 0.0 (a float: see dictionary_digest; load_state_dict rounds what averaging or EMA made of it)
+        self.register_buffer(LM_HEAD_TRAINED, torch.tensor(1.0))
         pseudo_idx = dictionary.index(PSEUDO_TOKENS[str(safe_getattr(cfg, "pseudo_token", "p"))])
         # task heads, registered by the fine-tuning tasks (fairseq's sentence_prediction, pmlm_squad)
         self.classification_heads = nn.ModuleDict()
@@ -250,7 +251,7 @@ class UniLMv2Model(BaseFairseqModel):
         prefix = name + "." if name else ""
         # a checkpoint from before the record: its head counts as trained, as it did then (no
         # warm-up unless --head-warmup-updates asks), whatever wrote it
-        state_dict.setdefault(prefix + LM_HEAD_TRAINED, torch.tensor(1))
+        state_dict.setdefault(prefix + LM_HEAD_TRAINED, torch.tensor(1.0))
         for kind in HEAD_KINDS:
             heads = getattr(self, kind)
             start = f"{prefix}{kind}."
@@ -291,17 +292,22 @@ class UniLMv2Model(BaseFairseqModel):
         mismatch = self.dictionary_mismatch(state_dict, checkpoint_files.LOADING["path"])
         if mismatch:  # one line (errors.py): fairseq-generate and the hub load through here
             raise BadInput(mismatch)
+        # the records as written, whatever averaging or EMA made of them: the digest fits (above), and
+        # the head's record is the nearer of 1 (trained) and 0
+        state_dict = dict(state_dict)
+        if "dictionary_digest" in state_dict:
+            state_dict["dictionary_digest"] = self.dictionary_digest.clone()
+        if LM_HEAD_TRAINED in state_dict:
+            state_dict[LM_HEAD_TRAINED] = torch.tensor(float(state_dict[LM_HEAD_TRAINED].float() >= 0.5))
         key = "transformer.embed_positions.weight"
         old, new_rows = state_dict.get(key), self.transformer.embed_positions.weight.size(0)
         if old is not None and old.size(0) < new_rows:
             # longer inputs than pre-training: copy the trained rows cyclically (as s2s-ft)
             logger.info(f"extending the position table from {old.size(0)} to {new_rows} rows")
-            state_dict = dict(state_dict)
             state_dict[key] = old.repeat((new_rows + old.size(0) - 1) // old.size(0), 1)[:new_rows]
         elif old is not None and old.size(0) > new_rows:
             # fine-tuning with a smaller --max-positions: the first rows are the ones it uses
             logger.info(f"keeping the first {new_rows} of the checkpoint's {old.size(0)} position rows")
-            state_dict = dict(state_dict)
             state_dict[key] = old[:new_rows]
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 

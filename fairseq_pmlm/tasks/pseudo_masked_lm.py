@@ -141,7 +141,7 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         if update_num + 1 >= n:
             # the head has had its warm-up (or needs none): a checkpoint saved from now on records it
             # trained, so a start from it gets no warm-up, and a resume before this point goes on with it
-            model.lm_head_trained.fill_(1)
+            model.lm_head_trained.fill_(1.0)
         return out
 
     @staticmethod

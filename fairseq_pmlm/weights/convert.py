@@ -265,7 +265,7 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
             full["transformer." + k] = v
         full["transformer.lm_head.weight"] = tensors["embed_tokens.weight"]
         # the pre-training task warms a head the source did not have before it trains the rest
-        full[LM_HEAD_TRAINED] = torch.tensor(int("lm_head.bias" in tensors))
+        full[LM_HEAD_TRAINED] = torch.tensor(float("lm_head.bias" in tensors))
         model.load_state_dict(full, strict=True)
         with output.writing("model.pt") as path:
             checkpoint.save(checkpoint.checkpoint_state(cfg, model.state_dict()), path)
