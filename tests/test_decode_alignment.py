@@ -183,3 +183,28 @@ def test_interactive_session_goes_on_past_a_line_that_is_not_utf8(tmp_path_facto
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-2000:]
     assert [line.split("\t")[0] for line in out.splitlines() if line.startswith("H-")] == ["H-0", "H-1", "H-2"]
     assert "replaced 1 character(s) that are not valid Unicode" in out + proc.stderr.decode("utf-8", "replace")
+
+
+def test_raw_text_without_the_bpe_flags_is_told_once_which_flags_to_add(tmp_path_factory, caplog):
+    """fairseq-interactive tokenises its input only with --bpe flags: without them raw words meet a
+    dictionary of sentencepiece pieces, mostly as <unk>, and the output is noise. The task says so
+    once, naming the data's flags; input of the dictionary's own symbols is not warned about."""
+    from omegaconf import OmegaConf
+
+    from fairseq_pmlm.tasks.pmlm_seq2seq import PMLMSeq2SeqConfig, PMLMSeq2SeqTask
+
+    _, data, _ = tiny_s2s(tmp_path_factory)
+    task = PMLMSeq2SeqTask.setup_task(PMLMSeq2SeqConfig(data=str(data), seed=1))
+    d = task.source_dictionary
+    own = " ".join(d.symbols[d.nspecial:d.nspecial + 3])  # pieces of the dictionary, e.g. "\u2581the"
+    raw, pieces = (d.encode_line(line, add_if_not_exist=False) for line in ("the cat sat", own))
+    assert d.unk() not in pieces.tolist() and raw.tolist().count(d.unk()) == 3
+    assert task.build_bpe(OmegaConf.create({"_name": None})) is None  # what fairseq-interactive asks without --bpe
+    with caplog.at_level(logging.WARNING):
+        task.build_dataset_for_inference([pieces], [len(pieces)])
+        assert "are <unk>" not in caplog.text
+        task.build_dataset_for_inference([raw, raw], [len(raw)] * 2)
+        task.build_dataset_for_inference([raw], [len(raw)])
+    assert caplog.text.count("are <unk>") == 1
+    assert ("6 of 6 source tokens are <unk>: the input is raw text and no --bpe was given; this data's tokenizer: "
+            f"--bpe sentencepiece --sentencepiece-model {data / 'spm.model'}") in caplog.text

@@ -36,6 +36,7 @@ from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..errors import BadInput, InputNotFound
 from ..sequence_generator import LENPEN_FORMULAS, PMLMSequenceGenerator
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL, random_token_candidates
+from ..text import tokenizer_files
 from ..text.input_text import ValidUnicodeBPE, tolerant_stdin
 from .autocast import AutocastConfig, BF16AutocastMixin
 from .pseudo_masked_lm import PMLMDictionaryMixin
@@ -184,6 +185,7 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         """fairseq-interactive and the hub: encoded lines, laid out as in training."""
+        self._hint_bpe_flags(src_tokens)
         src = self.source_view(ListDataset(src_tokens, np.asarray(src_lengths)))
         return LanguagePairDataset(
             src, src.sizes, self.dictionary, tgt_dict=self.dictionary, left_pad_source=False, constraints=constraints,
@@ -194,7 +196,27 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         are not UTF-8 are tokenised with U+FFFD in their place instead of ending the session."""
         tolerant_stdin()
         bpe = super().build_bpe(args)
+        self._without_bpe = bpe is None
         return None if bpe is None else ValidUnicodeBPE(bpe)
+
+    def _hint_bpe_flags(self, src_tokens):
+        """fairseq-interactive tokenises its input only with --bpe flags (as for any fairseq model):
+        without them raw words meet a dictionary of pieces, mostly as <unk> ("the" is "▁the" to
+        sentencepiece), and the output is noise. Said once, with the flags the data's tokenizer takes."""
+        if not getattr(self, "_without_bpe", False) or getattr(self, "_hinted", False):
+            return
+        d = self.dictionary
+        unk = sum(int(t.eq(d.unk()).sum()) for t in src_tokens)
+        if not unk:
+            return
+        words = sum(int((t.ne(d.eos()) & t.ne(d.bos()) & t.ne(d.pad())).sum()) for t in src_tokens)
+        try:
+            flags = tokenizer_files.find(str(self.cfg.data).split(os.pathsep)[0]).fairseq_flags()
+        except ValueError:  # no tokenizer beside the data: the input is already the dictionary's symbols
+            return
+        self._hinted = True
+        logger.warning(f"{unk} of {words} source tokens are <unk>: the input is raw "
+                       f"text and no --bpe was given; this data's tokenizer: {' '.join(flags)}")
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)

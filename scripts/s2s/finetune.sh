@@ -12,8 +12,9 @@
 # The architecture and its flags are read from the checkpoint (a fairseq-train checkpoint or the
 # model.pt of convert_checkpoint.py import); --checkpoint none trains from random initialisation
 # (a baseline) and then needs --arch (and size flags) after --. The data directory's tokenizer is
-# recorded in the checkpoint (--bpe ...), so the hub and fairseq-interactive detokenise without
-# being told; SAVE_DIR also gets a copy of the data's dictionary and tokenizer, so
+# recorded in the checkpoint (--bpe ...), so the hub tokenises without being told (fairseq-interactive
+# takes the --bpe flags, as for any fairseq model: recipe_info.py bpe-flags DATA; without them it
+# says so); SAVE_DIR also gets a copy of the data's dictionary and tokenizer, so
 # `UniLMv2Model.from_pretrained(SAVE_DIR)` needs nothing else. The arguments after -- come last,
 # so they override the preset (--max-update, --arch, ...). DATA is prepare.sh's (suffixes source,
 # target); a fairseq-preprocess output with others needs them named there: -- --source-lang src --target-lang tgt.
