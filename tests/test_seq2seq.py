@@ -588,3 +588,16 @@ def test_train_then_generate_learns_a_copy_task(tmp_path):
     averaged = UniLMv2Model.from_pretrained(str(tmp_path / "ckpt"), checkpoint_file="averaged.pt")
     assert averaged.model.lm_head_trained and torch.equal(averaged.model.dictionary_digest, hub.model.dictionary_digest)
     assert sum(a == q for a, q in zip(averaged.sample(queries, beam=4, max_len_b=8), queries)) >= 2
+
+
+@pytest.mark.parametrize("preset", ["cnndm", "xsum", "qg", "demo"])
+def test_each_presets_decoding_fits_the_positions_it_fine_tunes_with(preset, tmp_path):
+    """generate.sh's --max-len-b (MAXLEN) after a source of SRC positions, in a model of POSITIONS
+    (finetune.sh's), as the generator checks it; the paper presets' MAXLEN was TGT, one over (every
+    generate.sh --preset cnndm, xsum or qg stopped before decoding)."""
+    script = f"source {REPO}/scripts/s2s/presets.sh; preset {preset}; echo $SRC $TGT $POSITIONS $MAXLEN"
+    src, tgt, positions, maxlen = map(int, subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                                                          check=True).stdout.split())
+    task = seq2seq_task(tmp_path, max_source_positions=src, max_target_positions=tgt)
+    model = tiny_model(task.dictionary, max_positions=positions)
+    task.build_generator([model], GenerationConfig(max_len_b=maxlen))
