@@ -288,3 +288,27 @@ def test_mnli_matched_and_mismatched_dev_sets_become_valid_and_valid1(tmp_path_f
     assert sizes == {"train": 3, "valid": 2, "valid1": 1}
     labels = Dictionary.load(str(tmp_path / "bin" / "label" / "dict.txt"))
     assert labels.symbols[labels.nspecial:] == list(TASKS["MNLI"].labels)  # class i = labels[i] everywhere
+
+
+@pytest.mark.parametrize("separator", [None, 2], ids=["recipe", "roberta-readme-separator-token-2"])
+def test_the_hub_encodes_a_pair_as_fine_tuning_fed_it(recipe, separator, tmp_path):
+    """fairseq's sentence_prediction builds [SOS] A [EOS] B [EOS] (the recipe's --init-token 0), or with
+    RoBERTa's README flag --separator-token 2 [SOS] A [EOS] [EOS] B [EOS]: the hub's encode(a, b)
+    gives the tokens the checkpoint was fine-tuned on, read from its recorded task options (it gave
+    the single [EOS] to a model trained with two: inputs it never saw)."""
+    import shutil
+
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Model
+
+    run = recipe["RTE"].result()
+    state = torch.load(run["save"] / "checkpoint_best.pt", weights_only=False)
+    state["cfg"]["task"]["separator_token"] = separator
+    shutil.copytree(run["data"], tmp_path / "data")
+    torch.save(state, tmp_path / "model.pt")
+    hub = UniLMv2Model.from_pretrained(str(tmp_path), checkpoint_file="model.pt",
+                                       data_name_or_path=str(tmp_path / "data"))
+    hub.task.load_dataset("valid")
+    fed = hub.task.dataset("valid")[0]["net_input.src_tokens"]
+    _, a, b, _ = (run["tsv"] / "dev.tsv").read_text().splitlines()[1].split("\t")
+    assert hub.encode(a, b).tolist() == fed.tolist()
+    assert fed.tolist().count(hub.src_dict.eos()) == (3 if separator else 2)

@@ -131,13 +131,21 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
     def encode(self, sentence, *addl_sentences, no_separator=False):
         """``[SOS] A [EOS] (B [EOS] ...)``, BERT's layout (``[CLS] A [SEP] B [SEP]``): a single
         [EOS] between segments, the segment id read off it (everything after the first [EOS] is B).
-        ``no_separator`` drops the [EOS] between segments, as in RoBERTa's hub."""
+        A classifier fine-tuned with RoBERTa's ``--separator-token`` saw that token after each
+        [EOS] between segments (``</s> </s>``): the hub encodes as it was trained. ``no_separator``
+        drops what stands between segments, as in RoBERTa's hub."""
         d = self.src_dict
+        between = [d.eos()]
+        separator = self.cfg.task.get("separator_token") if self.cfg.task._name == "sentence_prediction" else None
+        if separator is not None:
+            between.append(int(separator))
         ids = [d.bos()]
         for i, text in enumerate((sentence,) + addl_sentences):
             ids += d.encode_line(self._pieces(text), append_eos=False, add_if_not_exist=False).long().tolist()
-            if not (no_separator and i < len(addl_sentences)):
+            if i == len(addl_sentences):
                 ids.append(d.eos())
+            elif not no_separator:
+                ids += between
         return torch.tensor(ids, dtype=torch.long)
 
     def decode(self, tokens):
