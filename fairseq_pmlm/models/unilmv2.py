@@ -7,6 +7,7 @@ import copy
 import hashlib
 import logging
 import os
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import torch
@@ -293,8 +294,10 @@ class UniLMv2Model(BaseFairseqModel):
         if mismatch:  # one line (errors.py): fairseq-generate and the hub load through here
             raise BadInput(mismatch)
         # the records as written, whatever averaging or EMA made of them: the digest fits (above), and
-        # the head's record is the nearer of 1 (trained) and 0
-        state_dict = dict(state_dict)
+        # the head's record is the nearer of 1 (trained) and 0. A copy that keeps torch's _metadata
+        state_dict, metadata = OrderedDict(state_dict), getattr(state_dict, "_metadata", None)
+        if metadata is not None:
+            state_dict._metadata = metadata
         if "dictionary_digest" in state_dict:
             state_dict["dictionary_digest"] = self.dictionary_digest.clone()
         if LM_HEAD_TRAINED in state_dict:
