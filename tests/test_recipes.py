@@ -233,6 +233,24 @@ def test_the_device_is_found_once_and_without_torch_where_nvidia_smi_shows_no_gp
     assert gpu.stdout == "--fp16 1\ninherited 1\n" and gpu.stderr.count("probed") == 1
 
 
+def test_fp16_for_fairseq_train_on_a_machine_without_a_gpu_is_one_line_before_anything_is_written(tmp_path):
+    """fairseq-train's --fp16 asks CUDA for a device while it builds its optimizer: on a CPU machine
+    a traceback after the set-up and the data. The training recipes refuse it first, in one line
+    (device_flags, common.sh); the same flag on a machine with a GPU, or decoding, is left alone."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.idx").touch()
+    proc = subprocess.run(["bash", "scripts/pretrain.sh", "--data", tmp_path / "data", "--save-dir", tmp_path / "save",
+                           "--init", "random", "--", "--arch", "unilmv2_tiny", "--fp16"], capture_output=True,
+                          text=True, cwd=REPO, env={**ENV, "PMLM_GPUS": "0"})
+    assert proc.returncode == 2 and proc.stderr == ("pretrain.sh: error: --fp16 needs a CUDA GPU and this machine "
+                                                    "has none: leave it out (on a CPU with bf16: --bf16-autocast)\n")
+    assert not (tmp_path / "save").exists()
+    check = "source scripts/lib/common.sh; EXTRA=(--fp16); PASS_TO=fairseq-{}; device_flags; echo ${{DEVICE[*]}}"
+    assert [subprocess.run(["bash", "-c", check.format(cmd)], capture_output=True, text=True, cwd=REPO,
+                           env={**ENV, "PMLM_GPUS": gpus}).stdout for cmd, gpus in
+            (("train", "1"), ("generate", "0"))] == ["--fp16\n", "--cpu\n"]
+
+
 def test_cpu_recipes_use_bf16_only_where_the_cpu_has_it_and_torch_is_not_held_to_avx2():
     """The CPU recipes add --bf16-autocast on a CPU with AVX512-BF16/AMX, but not under the
     emulation of an older CPU (ATEN_CPU_CAPABILITY=avx2), whose times the README states."""

@@ -138,6 +138,14 @@ detect_gpus() {  # PMLM_GPUS: the GPUs torch can use; once per recipe run (neste
 device_flags() {  # DEVICE: fairseq's flags for this machine, --fp16 on a GPU, --cpu without one
   detect_gpus
   if [ "$PMLM_GPUS" -gt 0 ]; then DEVICE=(--fp16); else DEVICE=(--cpu); fi
+  # fairseq-train's --fp16 optimizer asks CUDA for a device: without one, a traceback after set-up
+  local a
+  if [ "$PMLM_GPUS" -eq 0 ] && [ "${PASS_TO-}" = fairseq-train ]; then
+    for a in ${EXTRA[@]+"${EXTRA[@]}"}; do
+      [ "$a" != --fp16 ] || die "--fp16 needs a CUDA GPU and this machine has none: leave it out" \
+        "(on a CPU with bf16: --bf16-autocast)"
+    done
+  fi
 }
 
 # shellcheck disable=SC2034  # DEVICE is for the recipe that sources this
