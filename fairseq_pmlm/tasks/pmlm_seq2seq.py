@@ -139,6 +139,8 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         super().__init__(cfg)
         self.dictionary = dictionary
         self.mask_idx = dictionary.index(MASK_SYMBOL)
+        # inference input without --bpe (build_bpe), and whether its <unk>s were looked into (once)
+        self._without_bpe, self._bpe_hint_done = False, False
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
@@ -203,18 +205,18 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         """fairseq-interactive tokenises its input only with --bpe flags (as for any fairseq model):
         without them raw words meet a dictionary of pieces, mostly as <unk> ("the" is "▁the" to
         sentencepiece), and the output is noise. Said once, with the flags the data's tokenizer takes."""
-        if not getattr(self, "_without_bpe", False) or getattr(self, "_hinted", False):
+        if not self._without_bpe or self._bpe_hint_done:
             return
         d = self.dictionary
         unk = sum(int(t.eq(d.unk()).sum()) for t in src_tokens)
         if not unk:
             return
+        self._bpe_hint_done = True
         words = sum(int((t.ne(d.eos()) & t.ne(d.bos()) & t.ne(d.pad())).sum()) for t in src_tokens)
         try:
             flags = tokenizer_files.find(str(self.cfg.data).split(os.pathsep)[0]).fairseq_flags()
         except ValueError:  # no tokenizer beside the data: the input is already the dictionary's symbols
             return
-        self._hinted = True
         logger.warning(f"{unk} of {words} source tokens are <unk>: the input is raw "
                        f"text and no --bpe was given; this data's tokenizer: {' '.join(flags)}")
 
