@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -317,6 +318,56 @@ def test_generate_and_the_hub_name_an_unreadable_checkpoint_in_one_line(runs, tm
     assert e.value.__cause__ is None and e.value.__suppress_context__  # torch's traceback is not chained
     with pytest.raises(CheckpointError, match=re.escape(f"checkpoint {bad} is unreadable (truncated")):
         UniLMv2Model.from_pretrained(str(tmp_path), checkpoint_file="checkpoint_best.pt")
+
+
+# ---- data-loader workers ----------------------------------------------------------------------
+class SlowItems(torch.utils.data.Dataset):
+    """Twelve items, each fetched in 50 ms: the worker is still at work when the signal comes."""
+
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        time.sleep(0.05)
+        return torch.tensor([i])
+
+
+@pytest.fixture
+def training_signals():
+    """The process as it is while fairseq-train runs: preemption's handler installed."""
+    from fairseq_pmlm.runtime import preemption
+
+    assert preemption.install()
+    try:
+        yield preemption
+    finally:
+        preemption.uninstall()
+
+
+def test_a_sigterm_from_outside_leaves_a_data_loader_worker_serving_the_training(training_signals):
+    """A scheduler signals the whole process group: the workers too. torch's handler in a worker
+    ended it, and the next batch raised "DataLoader worker ... is killed by signal: Terminated"
+    in the main process before it could save."""
+    loader = iter(torch.utils.data.DataLoader(SlowItems(), batch_size=1, num_workers=1))
+    first = int(next(loader))
+    worker = loader._workers[0]
+    subprocess.run(["kill", "-TERM", str(worker.pid)], check=True)  # not the worker's parent
+    time.sleep(0.2)
+    assert worker.is_alive()
+    assert [first] + [int(b) for b in loader] == list(range(12))
+    assert training_signals._state["received"] == []  # only the main process records a signal
+
+
+def test_the_main_process_still_ends_a_data_loader_worker_with_sigterm(training_signals):
+    """torch terminates a worker that does not finish when the loader shuts down: that still ends
+    it, quietly (status 0), as torch's own handler does."""
+    loader = iter(torch.utils.data.DataLoader(SlowItems(), batch_size=1, num_workers=1))
+    next(loader)
+    worker = loader._workers[0]
+    worker.terminate()
+    worker.join(timeout=10)
+    assert worker.exitcode == 0
+    loader._shutdown_workers()
 
 
 # ---- sequence-to-sequence fine-tuning -------------------------------------------------------

@@ -14,9 +14,14 @@ same command to resume``. A signal on the last update lets the run finish normal
 More signals change nothing (torchrun forwards the one Slurm also delivers); SIGKILL still
 stops the process at once and leaves the last complete checkpoint.
 
-Data-loader worker processes inherit the handler and ignore these signals: the main process
-stops them when it exits (without the handler a signalled worker would die and take the
-training down with a DataLoader error before it could save).
+Data-loader workers leave these signals to the main process, which stops them when it exits. A
+scheduler signals the whole process group, and a worker that died of it would take the training
+down with a DataLoader error ("worker exited unexpectedly") before the save. SIGUSR1: a worker
+inherits the handler, which records nothing outside the main process. SIGTERM: torch's worker
+start replaces any handler with its own (exit quietly if the main process sent it, else die), so
+a worker forked during training blocks SIGTERM and a thread of its own takes it: from the main
+process (torch stopping a worker that does not finish) it exits as torch's handler would; from
+anyone else it is ignored.
 """
 import logging
 import os
@@ -28,6 +33,7 @@ import torch
 from fairseq import checkpoint_utils
 from fairseq.distributed import utils as distributed_utils
 from fairseq_cli import train as fairseq_train
+from torch.utils.data._utils import signal_handling
 
 from .checkpoint_files import SAVED
 
@@ -65,6 +71,20 @@ def train_main(cfg, **kwargs):
     finally:
         if installed:
             uninstall()
+
+
+def _worker_signal_handlers():
+    _fairseq["worker_signal_handlers"]()  # torch's: SIGSEGV, SIGBUS, SIGFPE and SIGTERM, in C
+    if _state["owner"] != os.getppid():  # forked outside training, or spawned: torch's as they are
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # threads started later inherit this
+    threading.Thread(target=_take_sigterm, name="pmlm-worker-sigterm", daemon=True).start()
+
+
+def _take_sigterm():
+    while True:
+        if signal.sigwaitinfo({signal.SIGTERM}).si_pid == os.getppid():
+            os._exit(0)
 
 
 def agree(trainer, signum, saved):
@@ -107,6 +127,8 @@ def validate_and_save(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch
 
 
 _fairseq = fairseq_train.__dict__.setdefault("_pmlm_originals", {
-    "main": fairseq_train.main, "validate_and_save": fairseq_train.validate_and_save})
+    "main": fairseq_train.main, "validate_and_save": fairseq_train.validate_and_save,
+    "worker_signal_handlers": signal_handling._set_worker_signal_handlers})
 fairseq_train.main = train_main  # not functools.wraps: a process fairseq spawns unpickles this one
 fairseq_train.validate_and_save = validate_and_save
+signal_handling._set_worker_signal_handlers = _worker_signal_handlers  # a worker looks it up at its start
