@@ -46,6 +46,23 @@ logger = logging.getLogger(__name__)
 WORD_DROP = MaskingConfig()  # 80% [MASK], 10% a random token, 10% kept
 
 
+def check_language_pair(directory, src, tgt):
+    """fairseq-preprocess names pair files SPLIT.SRC-TGT.LANG.{bin,idx}. When the flags' pair (the
+    task's defaults: source-target) is not there, pairs with other suffixes (fairseq's translation
+    convention: src-tgt, de-en) are named with the flags that read them."""
+    if not os.path.isdir(directory):
+        return  # (the dictionary's loader names it)
+    pairs = set()
+    for name in os.listdir(directory):
+        parts = name.split(".")
+        if len(parts) == 4 and parts[3] == "idx" and parts[1].count("-") == 1 and parts[1].split("-")[0] == parts[2]:
+            pairs.add(tuple(parts[1].split("-")))
+    if pairs and (src, tgt) not in pairs:
+        theirs = " or ".join(f"--source-lang {a} --target-lang {b}" for a, b in sorted(pairs))
+        raise BadInput(f"{directory} has no {src}-{tgt} pairs (--source-lang {src} --target-lang {tgt}): "
+                       f"its pairs are read with {theirs}")
+
+
 @dataclass
 class PMLMSeq2SeqConfig(AutocastConfig):
     data: str = field(default=MISSING, metadata={"help": "fairseq-preprocess output of source/target pairs"})
@@ -146,7 +163,12 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
     def setup_task(cls, cfg, **kwargs):
         if not 0 <= cfg.target_mask_prob < 1:
             raise BadInput("--target-mask-prob must be in [0, 1)")
-        return cls(cfg, load_pmlm_dictionary(cfg.data, dict_names(cfg.source_lang)))
+        try:
+            dictionary = load_pmlm_dictionary(cfg.data, dict_names(cfg.source_lang))
+        except InputNotFound:
+            check_language_pair(utils.split_paths(cfg.data)[0], cfg.source_lang, cfg.target_lang)
+            raise
+        return cls(cfg, dictionary)
 
     def _side(self, split, lang):
         paths = utils.split_paths(self.cfg.data)
@@ -154,6 +176,7 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         check_files(prefix)  # (fairseq: a traceback for a cut .idx, "cannot mmap" for a 0-byte .bin)
         ds = data_utils.load_indexed_dataset(prefix, self.dictionary)
         if ds is None:
+            check_language_pair(paths[0], self.cfg.source_lang, self.cfg.target_lang)
             raise InputNotFound(f"dataset not found: {prefix}.{{bin,idx}}")
         check_complete(prefix, ds)
         return ds
@@ -245,7 +268,11 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
                 f"allows {longest} target tokens, but after a source of up to {src} positions "
                 f"(--max-source-positions) the model's {limit} positions leave {limit - src - 1}"
             )
-        if seq_gen_cls is None and not getattr(args, "print_alignment", False):
+        if getattr(args, "print_alignment", None):
+            # (fairseq's aligning generator would read attention weights the model does not return)
+            raise BadInput("--print-alignment: a unilmv2 model has no source-target attention weights "
+                           "to align with (its attention kernels return none): decode without it")
+        if seq_gen_cls is None:
             d = self.dictionary
             seq_gen_cls = PMLMSequenceGenerator
             extra_gen_cls_kwargs = {
