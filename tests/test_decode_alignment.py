@@ -210,32 +210,6 @@ def test_raw_text_without_the_bpe_flags_is_told_once_which_flags_to_add(tmp_path
             f"--bpe sentencepiece --sentencepiece-model {data / 'spm.model'}") in caplog.text
 
 
-def test_pairs_binarized_with_other_suffixes_are_named_with_the_flags_that_read_them(tmp_path_factory, tmp_path):
-    """fairseq-preprocess as translation users run it (--source-lang src --target-lang tgt) and the
-    task's defaults (source, target): "dictionary not found: DIR/dict.txt" beside a dict.src.txt
-    before. A directory that has the dictionary is read as before: fairseq-interactive needs no pairs."""
-    from fairseq_pmlm.errors import BadInput
-    from fairseq_pmlm.tasks.pmlm_seq2seq import PMLMSeq2SeqConfig, PMLMSeq2SeqTask
-
-    _, data, _ = tiny_s2s(tmp_path_factory)
-    for name in set(os.listdir(data)) - {"dict.txt"}:  # the tiny pairs, named as fairseq-preprocess -s src -t tgt does
-        os.symlink(data / name, tmp_path / name.replace("source-target", "src-tgt").replace(".source.", ".src.")
-                   .replace(".target.", ".tgt."))
-    assert not (tmp_path / "dict.txt").exists() and (tmp_path / "test.src-tgt.src.idx").exists()
-    with pytest.raises(BadInput) as e:
-        PMLMSeq2SeqTask.setup_task(PMLMSeq2SeqConfig(data=str(tmp_path), seed=1))
-    assert str(e.value) == (f"{tmp_path} has no source-target pairs (--source-lang source --target-lang target): "
-                            "its pairs are read with --source-lang src --target-lang tgt")
-    task = PMLMSeq2SeqTask.setup_task(PMLMSeq2SeqConfig(data=str(tmp_path), seed=1, source_lang="src",
-                                                        target_lang="tgt"))
-    task.load_dataset("test")
-    assert len(task.dataset("test")) == TEST_PAIRS
-    os.symlink(tmp_path / "dict.src.txt", tmp_path / "dict.txt")
-    task = PMLMSeq2SeqTask.setup_task(PMLMSeq2SeqConfig(data=str(tmp_path), seed=1))  # the dictionary is there
-    with pytest.raises(BadInput, match=r"its pairs are read with --source-lang src --target-lang tgt$"):
-        task.load_dataset("test")
-
-
 def test_print_alignment_is_refused_in_one_line_not_an_index_error_after_decoding(hub):
     """fairseq's aligning generator reads attention weights, which the model's kernels do not
     return: fairseq-generate --print-alignment decoded a batch, then raised an IndexError."""

@@ -2,9 +2,12 @@
 --target-lang tgt --joined-dictionary``: train.src-tgt.src.bin, dict.src.txt, no dict.txt) go
 through the seq2seq recipes when the suffixes are named after ``--`` (fairseq reads them there
 too), and the hub loads the model from its save dir (the dictionary found by the recorded
---source-lang: data/dict_files.py). Unnamed, the recipe says in one line which file it looked for."""
+--source-lang: data/dict_files.py). Unnamed, the recipe says in one line which file it looked for,
+and fairseq's own commands which flags read the pairs."""
 import os
 import shutil
+
+import pytest
 
 from tiny_s2s import TEST_PAIRS, finetune, recipe, tiny_s2s
 
@@ -46,3 +49,26 @@ def test_pairs_with_src_tgt_suffixes_fine_tune_decode_and_load_in_the_hub(tmp_pa
 
     hub = UniLMv2Model.from_pretrained(str(save))
     assert len(hub.sample(["the cat sat on the mat", "a dog ran"], beam=2, max_len_b=4)) == 2
+
+
+def test_pairs_binarized_with_other_suffixes_are_named_with_the_flags_that_read_them(tmp_path_factory, tmp_path):
+    """fairseq-preprocess as translation users run it (--source-lang src --target-lang tgt) and the
+    task's defaults (source, target): "dictionary not found: DIR/dict.txt" beside a dict.src.txt
+    before. A directory that has the dictionary is read as before: fairseq-interactive needs no pairs."""
+    from fairseq_pmlm.errors import BadInput
+    from fairseq_pmlm.tasks.pmlm_seq2seq import PMLMSeq2SeqConfig, PMLMSeq2SeqTask
+
+    _, data, _ = tiny_s2s(tmp_path_factory)
+    data = renamed(data, tmp_path / "data")
+    with pytest.raises(BadInput) as e:
+        PMLMSeq2SeqTask.setup_task(PMLMSeq2SeqConfig(data=str(data), seed=1))
+    assert str(e.value) == (f"{data} has no source-target pairs (--source-lang source --target-lang target): "
+                            "its pairs are read with --source-lang src --target-lang tgt")
+    task = PMLMSeq2SeqTask.setup_task(PMLMSeq2SeqConfig(data=str(data), seed=1, source_lang="src",
+                                                        target_lang="tgt"))
+    task.load_dataset("test")
+    assert len(task.dataset("test")) == TEST_PAIRS
+    os.symlink(data / "dict.src.txt", data / "dict.txt")
+    task = PMLMSeq2SeqTask.setup_task(PMLMSeq2SeqConfig(data=str(data), seed=1))  # the dictionary is there
+    with pytest.raises(BadInput, match=r"its pairs are read with --source-lang src --target-lang tgt$"):
+        task.load_dataset("test")
