@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+from cli import USER_DIR, run
 from tiny_s2s import TEST_PAIRS, finetune, recipe, tiny_s2s
 
 LANGS = ["--source-lang", "src", "--target-lang", "tgt"]
@@ -72,3 +73,19 @@ def test_pairs_binarized_with_other_suffixes_are_named_with_the_flags_that_read_
     task = PMLMSeq2SeqTask.setup_task(PMLMSeq2SeqConfig(data=str(data), seed=1))  # the dictionary is there
     with pytest.raises(BadInput, match=r"its pairs are read with --source-lang src --target-lang tgt$"):
         task.load_dataset("test")
+
+
+def test_fairseq_train_stopped_by_the_hint_leaves_no_save_dir(tmp_path_factory, tmp_path):
+    """fairseq-train makes --save-dir before it sets the task up: a run stopped by bad input left
+    it behind, empty. A save dir that already existed stays."""
+    _, data, _ = tiny_s2s(tmp_path_factory)
+    data = renamed(data, tmp_path / "data")
+    args = [data, "--user-dir", USER_DIR, "--task", "pmlm_seq2seq", "--arch", "unilmv2_tiny", "--criterion",
+            "pmlm_seq2seq", "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "4", "--max-update", "1", "--cpu"]
+    proc = run("fairseq-train", *args, "--save-dir", tmp_path / "save", check=False)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
+        "its pairs are read with --source-lang src --target-lang tgt"), proc.stderr[-2000:]
+    assert not (tmp_path / "save").exists()
+    (tmp_path / "kept").mkdir()
+    assert run("fairseq-train", *args, "--save-dir", tmp_path / "kept", check=False).returncode == 2
+    assert (tmp_path / "kept").is_dir()

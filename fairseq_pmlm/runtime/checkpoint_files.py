@@ -281,6 +281,20 @@ def other_run(state, path, resume, task, criterion):
     return f"--restore-file {path} {run}: to start from its weights, give it as --finetune-from-model"
 
 
+@contextlib.contextmanager
+def save_dir_kept_only_if_used(save_dir):
+    """fairseq-train makes --save-dir before it sets the task up: a run that stops on bad input
+    (one line, errors.py) left an empty directory behind. One it made and left empty is removed."""
+    made = bool(save_dir) and not os.path.exists(save_dir)
+    try:
+        yield
+    except BaseException:
+        if made:
+            with contextlib.suppress(OSError):  # not empty (a save happened), or already gone
+                os.rmdir(save_dir)
+        raise
+
+
 def remove_leftovers(save_dir):
     """The partial files of writes a kill interrupted (only this run writes in its save dir)."""
     for tmp in glob.glob(os.path.join(glob.escape(save_dir), "checkpoint*.pt.tmp")):

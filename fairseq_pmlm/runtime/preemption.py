@@ -35,7 +35,7 @@ from fairseq.distributed import utils as distributed_utils
 from fairseq_cli import train as fairseq_train
 from torch.utils.data._utils import signal_handling
 
-from .checkpoint_files import SAVED
+from .checkpoint_files import SAVED, save_dir_kept_only_if_used
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 logger = logging.getLogger(__name__)
@@ -64,10 +64,12 @@ def uninstall():
 
 
 def train_main(cfg, **kwargs):
-    """fairseq-train's ``main`` (every plugin training command runs it) with the handler installed."""
+    """fairseq-train's ``main`` (every plugin training command runs it) with the handler installed,
+    and without the empty --save-dir a run that stops on bad input would leave."""
     installed = install()
     try:
-        return _fairseq["main"](cfg, **kwargs)
+        with save_dir_kept_only_if_used(cfg.checkpoint.save_dir):
+            return _fairseq["main"](cfg, **kwargs)
     finally:
         if installed:
             uninstall()
