@@ -240,12 +240,13 @@ def test_decoding_with_a_checkpoint_of_another_dictionary_is_one_line(runs):
 
 
 def test_a_full_disk_while_fine_tuning_saves_a_checkpoint_is_one_line_naming_it(runs):
-    """A 20-120-line traceback before; the write stays atomic: no checkpoint file, no .tmp."""
+    """A 20-120-line traceback before; the write stays atomic: no checkpoint file, no .tmp, and the
+    save dir the run made, left empty, is removed."""
     save = runs["root"] / "train" / "s2s_full_disk"
     line = one_error_line(*runs["train"].result()[2]["s2s_full_disk"])
     assert re.fullmatch(rf"{re.escape(str(save))}/checkpoint\w*\.pt: cannot write it: No space left on device",
                         line), line
-    assert not [n for n in os.listdir(save) if n.startswith("checkpoint")]
+    assert not save.exists()
 
 
 def test_a_full_disk_while_decoding_is_one_line_naming_the_results_file(runs):
