@@ -1,10 +1,10 @@
 """Running the real fairseq command lines on tiny corpora, for test_train_e2e.py and
 test_bad_input.py (shared here, not in conftest.py, so the two files own their fixtures).
 
-Speed (a 2-core machine): a fairseq-train process spends ~4 s importing and then trains the
-tiny model in milliseconds per update, so every command runs with one intra-op thread (much
-faster than two for tensors this small) and independent commands run two at a time in a
-small thread pool (``submit``).
+Speed (a 2-core machine): a fairseq-train process spends ~6 s importing and then trains the
+tiny model in milliseconds per update, so fairseq's console scripts run from a warm process
+(warm.py: the imports once), every command with one intra-op thread (much faster than two for
+tensors this small), and independent commands two at a time in a small thread pool (``submit``).
 """
 import json
 import logging
@@ -16,6 +16,8 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
+
+import warm
 
 from built_once import built_once
 
@@ -29,12 +31,13 @@ _POOL = ThreadPoolExecutor(max_workers=2)
 
 def run(cmd, *args, check=True):
     """Run a fairseq console script; returns the CompletedProcess (fairseq logs to stdout,
-    tracebacks go to stderr)."""
+    tracebacks go to stderr). A fairseq console script runs from the warm process (warm.py)."""
     exe = os.path.join(BIN, cmd)
-    proc = subprocess.run(
-        [exe if os.path.exists(exe) else shutil.which(cmd) or cmd, *map(str, args)], capture_output=True, text=True,
-        env={**os.environ, **ENV}, cwd=REPO, timeout=300,
-    )
+    argv, env = [exe if os.path.exists(exe) else shutil.which(cmd) or cmd, *map(str, args)], {**os.environ, **ENV}
+    if warm.takes(argv):
+        proc = warm.run(argv, env=env, cwd=REPO, timeout=300)
+    else:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     if check and proc.returncode != 0:
         raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
     return proc
@@ -131,47 +134,11 @@ def train(data, save_dir, *extra, check=True, arch="unilmv2_tiny"):
     return run("fairseq-train", *train_args(data, save_dir, *extra, arch=arch), check=check)
 
 
-_DRIVER = """
-import json, sys
-from fairseq_cli.train import cli_main
-for argv in json.loads(sys.argv[1]):
-    print("@@@ run", flush=True)
-    print("@@@ run", file=sys.stderr, flush=True)
-    sys.argv = ["fairseq-train", *argv]
-    try:
-        cli_main()
-        rc = 0
-    except SystemExit as e:
-        rc = e.code if isinstance(e.code, int) else int(e.code is not None)
-    except BaseException:
-        try:  # what Python does with an uncaught exception: the hook (the plugin's), then status 1
-            sys.excepthook(*sys.exc_info())
-            rc = 1
-        except SystemExit as e:  # the plugin's hook ends on a one-line error so, with status 2
-            rc = e.code
-    sys.stderr.flush()
-    print(f"@@@ rc {rc}", flush=True)
-"""
-
-
 def train_many(runs):
-    """Several short fairseq-train runs, one after the other in ONE process (fairseq_cli.train's
-    cli_main, the console script's function, called with each argv; an exception it raises goes
-    to ``sys.excepthook`` and gives status 1, as at the top level of a process): saves the ~4 s
-    import per run. ``runs``: list of (data, save_dir, *extra). Returns one result per run with
-    its ``stdout`` and ``stderr`` (its share of each; the imports' stderr goes with the first) and
-    ``returncode``."""
-    argvs = [[str(a) for a in train_args(*r)] for r in runs]
-    proc = subprocess.run([sys.executable, "-c", _DRIVER, json.dumps(argvs)], capture_output=True,
-                          text=True, env={**os.environ, **ENV}, cwd=REPO, timeout=300)
-    chunks, (imports, *errs) = proc.stdout.split("@@@ run\n")[1:], proc.stderr.split("@@@ run\n")
-    assert len(chunks) == len(errs) == len(runs), proc.stdout[-3000:] + proc.stderr[-3000:]
-    errs[0] = imports + errs[0]  # what the imports printed, as a process of the first run alone would
-    out = []
-    for chunk, err in zip(chunks, errs):
-        rc = re.search(r"@@@ rc (-?\d+)", chunk)
-        out.append(SimpleNamespace(stdout=chunk, stderr=err, returncode=int(rc.group(1)) if rc else None))
-    return out
+    """Several short fairseq-train runs, one after the other (each from the warm process, warm.py:
+    no import each). ``runs``: list of (data, save_dir, *extra). Returns one CompletedProcess per run,
+    failed ones included."""
+    return [train(*r, check=False) for r in runs]
 
 
 def records(proc, tag="train_inner"):

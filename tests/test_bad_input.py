@@ -2,8 +2,8 @@
 file or flag, a non-zero exit, and no checkpoint file left behind; and the two cases that are
 not errors (too-short documents are skipped, too-long sentences are split) said in the log.
 
-The command-line runs share two fairseq-train processes (cli.train_many), side by side in cli.py's
-two-worker pool; the in-process tests check the same things directly and fast.
+The command-line runs are fairseq-train processes (cli.train_many, from the warm process), side by
+side in cli.py's two-worker pool; the in-process tests check the same things directly and fast.
 """
 import logging
 import re
@@ -82,7 +82,7 @@ def runs(tmp_path_factory):
     c["same_size"] = preprocess(tmp, docs, "same_size", srcdict=same_size, in_process=True)
     c["other_size"] = preprocess(tmp, docs, "other_size", srcdict=other_size, in_process=True)
     c["short_long"] = preprocess(tmp, SHORT_AND_LONG, "short_long", valid=VALID, in_process=True)
-    # the runs share two fairseq-train processes (cli.train_many: one import each), side by side
+    # two lists of fairseq-train runs (cli.train_many), side by side
     dict_runs = submit(train_many, restore_runs(data, {k: c[k] for k in ("same_size", "other_size")}, tmp))
     bad_runs = submit(train_many, [
         (tmp / "no_such_dir", tmp / "ckpt_missing", "--max-update", "2"),

@@ -7,7 +7,7 @@
   really is cast to fp16 and the trainer's loss scaling runs;
 - fairseq's ``FP16Optimizer`` / ``MemoryEfficientFP16Optimizer`` on an overflow;
 - ``--bf16-autocast``'s weights cast in one batch: the same loss and gradients as autocast's casts.
-All fairseq-train runs share one process (``train_many``): 40 updates each, ~15 s in all.
+The fairseq-train runs go one after the other (``train_many``): 40 updates each, ~15 s in all.
 """
 import types
 

@@ -3,9 +3,8 @@ saves checkpoints torch can load safely, resumes exactly, runs every ablation, l
 
 All runs of this file are independent of each other except the resumed ones, so the module
 fixture ``jobs`` starts them all at once in cli.py's two-worker pool; each test waits for
-the runs it reads. The long runs are fairseq-train processes; the six 3-update runs share one
-process (cli.train_many: fairseq_cli.train.cli_main, the console script's function, once per
-argv), which saves ~4 s of imports each.
+the runs it reads. Every run is a fairseq-train process (from cli.py's warm process: no ~6 s
+of imports each); the six 3-update runs go one after the other (cli.train_many).
 """
 import math
 import shutil
@@ -39,7 +38,7 @@ def jobs(data, tmp_path_factory):
     j = {"root": root}
     j["learn"] = submit(train, data, root / "learn", *LEARN)
     j["resume_a"] = submit(train, data, root / "a", *RESUME)
-    # the short runs share one process (cli.train_many: the same cli_main, one import)
+    # the short runs, one after the other (cli.train_many)
     short = [(data, root / objective, "--objective", objective, "--no-save", *SHORT) for objective in OBJECTIVES]
     short.append((data, root / "no_rel_pos", "--no-rel-pos", "--no-epoch-checkpoints", *SHORT))
     short.append((data, root / "ema", "--store-ema", "--ema-decay", "0.5", "--ema-start-update", "0",

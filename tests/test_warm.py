@@ -1,0 +1,62 @@
+"""warm.py, through which cli.run runs fairseq's console scripts: a command run there is what the
+same command in a fresh process is (exit status, output, the plugin's one-line errors, files), and a
+command of another environment runs from a warm process started with that environment."""
+import os
+import re
+import subprocess
+
+import warm
+
+from cli import BIN, ENV, REPO, USER_DIR, shared_corpus, train_args
+
+
+def both(argv, real_argv=None):
+    """The command from the warm process, and (or ``real_argv``) as a real process."""
+    env = {**os.environ, **ENV}
+    real = subprocess.run(real_argv or argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    return warm.run(argv, env=env, cwd=REPO), real
+
+
+def without_times(text):
+    return re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\d+\.\d+ seconds|\"train_wall\": \"\d+\"|wps\": \"[\d.]+\"|"
+                  r"ups\": \"[\d.]+\"", "T", text)
+
+
+def test_a_training_run_from_the_warm_process_logs_exits_and_saves_as_a_fresh_process(tmp_path_factory, tmp_path):
+    data = shared_corpus(tmp_path_factory)
+    fairseq_train = os.path.join(BIN, "fairseq-train")
+    warm_run, real_run = both(*[[fairseq_train, *map(str, train_args(data, tmp_path / name, "--max-update", "2",
+                                                                      "--no-epoch-checkpoints"))]
+                                for name in ("warm", "real")])
+    assert warm_run.returncode == real_run.returncode == 0, warm_run.stderr[-2000:]
+    differ = [(a, b) for a, b in zip(without_times(warm_run.stdout).replace("/warm", "/X").splitlines(),
+                                     without_times(real_run.stdout).replace("/real", "/X").splitlines()) if a != b]
+    assert not differ and len(warm_run.stdout.splitlines()) == len(real_run.stdout.splitlines()), differ[:3]
+    assert warm_run.stderr == real_run.stderr
+    assert sorted(os.listdir(tmp_path / "warm")) == sorted(os.listdir(tmp_path / "real")) == [
+        "checkpoint_best.pt", "checkpoint_last.pt"]
+
+
+def test_an_error_from_the_warm_process_is_the_same_one_line_and_status_as_from_a_fresh_process(tmp_path):
+    argv = [os.path.join(BIN, "fairseq-train"), str(tmp_path / "missing"), "--user-dir", USER_DIR,
+            "--task", "pseudo_masked_lm", "--arch", "unilmv2_tiny", "--batch-size", "2", "--cpu",
+            "--save-dir", str(tmp_path / "save")]
+    from_warm, real = both(argv)
+    assert from_warm.returncode == real.returncode == 2
+    assert from_warm.stderr == real.stderr and len(real.stderr.splitlines()) == 1, real.stderr
+    assert not (tmp_path / "save").exists()
+    # argparse's own refusal (a SystemExit inside the entry point, not through the hook)
+    refused = warm.run([os.path.join(BIN, "fairseq-generate"), "--no-such-flag"], env={**os.environ, **ENV}, cwd=REPO)
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines()[-1] == "fairseq-generate: error: the following arguments are required: data"
+
+
+def test_a_command_runs_from_a_warm_process_started_with_its_environment_but_for_the_current_test():
+    env = {**os.environ, **ENV}
+    server = warm.server_for(env, REPO)
+    assert warm.server_for({**env, "PYTEST_CURRENT_TEST": "another test"}, REPO) is server
+    threads = warm.server_for({**env, "OMP_NUM_THREADS": "3"}, REPO)
+    assert threads is not server
+    with open(f"/proc/{threads.proc.pid}/environ", "rb") as f:  # what its interpreter and torch started with
+        assert b"OMP_NUM_THREADS=3" in f.read().split(b"\0")
+    assert warm.takes([os.path.join(BIN, "fairseq-train")]) and not warm.takes(["bash", "scripts/pretrain.sh"])

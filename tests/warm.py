@@ -1,0 +1,92 @@
+"""fairseq's console scripts (fairseq-train, fairseq-generate, ...) run from a warm process, for cli.run.
+
+A fresh fairseq-train process spends ~6 s of a 2-core machine importing torch, torch._dynamo and
+fairseq before its tiny model trains in a fraction of a second; the suite runs dozens of them.
+warm_server.py imports those once per test process and forks a child per command: the child is
+that command's process (its argv, environment, working directory, output and exit status, the
+plugin imported by its own ``--user-dir``), without the imports. A warm process serves the commands
+of the environment it was started with (but for pytest's PYTEST_CURRENT_TEST), so that what the
+interpreter and torch read at their start (PYTHONWARNINGS, OMP_NUM_THREADS, ...) is the command's:
+another environment (a test's monkeypatch, a variable a command run in-process set) gets a warm
+process of its own. Anything a test signals or watches as a process runs as a real process.
+"""
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import Future
+from importlib.metadata import entry_points
+
+SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_server.py")
+CONSOLE_SCRIPTS = {e.name for e in entry_points(group="console_scripts") if e.name.startswith("fairseq-")}
+VARYING = {"PYTEST_CURRENT_TEST"}  # set anew by pytest for each test: read by nothing at a start
+
+_lock = threading.Lock()
+_servers = {}  # environment (less VARYING) -> its _Server
+
+
+class _Server:
+    def __init__(self, env, cwd):
+        self.env, self.ids, self.started, self.ended = env, itertools.count(), {}, {}
+        self.log = tempfile.NamedTemporaryFile(prefix="warm-server-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen([sys.executable, SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, env=env, cwd=cwd)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            message = json.loads(line)
+            with _lock:
+                side = self.started if "pid" in message else self.ended
+                side.setdefault(message["id"], Future()).set_result(message.get("pid", message.get("rc")))
+        with _lock:  # the server is gone: nothing more will end
+            for waiting in [*self.started.values(), *self.ended.values()]:
+                if not waiting.done():
+                    waiting.set_exception(RuntimeError(f"the warm server died: see {self.log.name}"))
+
+    def run(self, argv, env, cwd, timeout):
+        out = tempfile.mkdtemp(prefix="warm-")
+        paths = {name: os.path.join(out, name) for name in ("stdout", "stderr")}
+        with _lock:
+            rid = next(self.ids)
+            started, ended = self.started.setdefault(rid, Future()), self.ended.setdefault(rid, Future())
+            self.proc.stdin.write((json.dumps({"id": rid, "argv": argv, "cwd": str(cwd), "env": env,
+                                               **paths}) + "\n").encode())
+            self.proc.stdin.flush()
+        pid = started.result(timeout=60)
+        try:
+            rc = ended.result(timeout=timeout)
+        except TimeoutError:
+            os.kill(pid, 9)
+            raise subprocess.TimeoutExpired(argv, timeout) from None
+        texts = {}
+        for name, path in paths.items():
+            with open(path, errors="replace") as f:
+                texts[name] = f.read()
+            os.remove(path)
+        os.rmdir(out)
+        return subprocess.CompletedProcess(argv, rc, texts["stdout"], texts["stderr"])
+
+
+def takes(argv):
+    """Whether ``run`` can run this command: a fairseq console script."""
+    return os.path.basename(argv[0]) in CONSOLE_SCRIPTS
+
+
+def server_for(env, cwd):
+    """The warm process of this environment (started now if there is none)."""
+    steady = {k: v for k, v in env.items() if k not in VARYING}
+    key = tuple(sorted(steady.items()))
+    with _lock:
+        if key not in _servers:
+            _servers[key] = _Server(steady, cwd)
+        return _servers[key]
+
+
+def run(argv, env, cwd, timeout=300):
+    """The command as from ``subprocess.run(argv, capture_output=True, text=True, ...)``, from the
+    warm process of its environment."""
+    return server_for(env, cwd).run([str(a) for a in argv], dict(env), cwd, timeout)
