@@ -10,6 +10,7 @@ interpreter and torch read at their start (PYTHONWARNINGS, OMP_NUM_THREADS, ...)
 another environment (a test's monkeypatch, a variable a command run in-process set) gets a warm
 process of its own. Anything a test signals or watches as a process runs as a real process.
 """
+import atexit
 import itertools
 import json
 import os
@@ -35,6 +36,17 @@ class _Server:
         self.proc = subprocess.Popen([sys.executable, SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, env=env, cwd=cwd)
         threading.Thread(target=self._read, daemon=True).start()
+        atexit.register(self._close)
+
+    def _close(self):
+        """At the tests' end: the server stops (its stdin closed); its log goes unless it says something."""
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        if os.path.getsize(self.log.name) == 0:
+            os.remove(self.log.name)
 
     def _read(self):
         for line in self.proc.stdout:
