@@ -43,6 +43,13 @@ def run(cmd, *args, check=True):
     return proc
 
 
+def run_script(script, *args, timeout=300):
+    """``python SCRIPT ARGS`` (SCRIPT: a path in the repository), from the warm process (warm.py), as a
+    CompletedProcess. For a script that no test signals or watches as a process."""
+    return warm.run([sys.executable, os.path.join(REPO, script), *map(str, args)], env={**os.environ, **ENV},
+                    cwd=REPO, timeout=timeout)
+
+
 def run_main(main, *args):
     """A package command line's ``main(ARGS)`` in this process, as the script would run it: the
     result reads like a CompletedProcess (returncode, stdout, stderr). The scripts themselves are

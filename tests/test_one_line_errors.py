@@ -13,15 +13,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from fairseq_pmlm.data.databin.cli import main as text_to_databin
 
-from cli import ENV, REPO, USER_DIR, run, submit, train_args
+from cli import USER_DIR, run, run_script, submit, train_args
 from helpers import stdlib_docstrings
 from tiny_s2s import recipe, tiny_s2s
 
@@ -32,8 +30,7 @@ def driven(root, cases, faults=None):
     plans = [{"argv": [str(a) for a in argv], "log": str(root / f"{name}.log"), "save_dir": str(root / name),
               "fault": (faults or {}).get(name)} for name, argv in cases.items()]
     (root / "plans.json").write_text(json.dumps(plans))
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "tests", "kill_driver.py"), str(root / "plans.json")],
-                          capture_output=True, text=True, env={**os.environ, **ENV}, cwd=REPO, timeout=300)
+    proc = run_script("tests/kill_driver.py", root / "plans.json")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     return {name: (r["status"], open(p["log"]).read()) for name, r, p in zip(cases, results, plans)}

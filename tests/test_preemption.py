@@ -20,13 +20,12 @@ import random
 import re
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest
 import torch
 
-from cli import ENV, REPO, run, shared_corpus, submit, train_args
+from cli import REPO, run, run_script, shared_corpus, submit, train_args
 
 UPDATES = 36  # 4 updates an epoch; a save every 3 updates and at each epoch's end
 COMMON = ["--max-update", str(UPDATES), "--save-interval-updates", "3", "--log-interval", "1"]
@@ -68,8 +67,7 @@ class Plans:
     def drive(self):
         path = self.root / "plans.json"
         path.write_text(json.dumps(self.plans))
-        proc = subprocess.run([sys.executable, os.path.join(REPO, "tests", "kill_driver.py"), str(path)],
-                              capture_output=True, text=True, env={**os.environ, **ENV}, cwd=REPO, timeout=400)
+        proc = run_script("tests/kill_driver.py", path, timeout=400)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
         results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
         assert len(results) == len(self.plans), proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -405,8 +403,7 @@ def s2s_chain(root, data):
     add("term", fault={"signal": "TERM", "at": "update", "n": 8})
     add("term")
     (root / "plans.json").write_text(json.dumps(plans))
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "tests", "kill_driver.py"), str(root / "plans.json")],
-                          capture_output=True, text=True, env={**os.environ, **ENV}, cwd=REPO, timeout=400)
+    proc = run_script("tests/kill_driver.py", root / "plans.json", timeout=400)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     for plan, result in zip(plans, results):

@@ -1,9 +1,11 @@
-"""warm.py, through which cli.run runs fairseq's console scripts: a command run there is what the
-same command in a fresh process is (exit status, output, the plugin's one-line errors, files), and a
-command of another environment runs from a warm process started with that environment."""
+"""warm.py, through which cli.run and cli.run_script run fairseq's console scripts and python scripts:
+a command run there is what the same command in a fresh process is (exit status, output, the
+plugin's one-line errors, files), and a command of another environment runs from a warm process
+started with that environment."""
 import os
 import re
 import subprocess
+import sys
 
 import warm
 
@@ -60,3 +62,17 @@ def test_a_command_runs_from_a_warm_process_started_with_its_environment_but_for
     with open(f"/proc/{threads.proc.pid}/environ", "rb") as f:  # what its interpreter and torch started with
         assert b"OMP_NUM_THREADS=3" in f.read().split(b"\0")
     assert warm.takes([os.path.join(BIN, "fairseq-train")]) and not warm.takes(["bash", "scripts/pretrain.sh"])
+
+
+def test_a_python_script_from_the_warm_process_sees_what_it_would_see_as_its_own_process(tmp_path):
+    script = tmp_path / "show.py"
+    script.write_text("import os, sys\n"
+                      "print(sys.argv, sys.path[0], __name__, os.getcwd(), os.environ['PYTEST_CURRENT_TEST'])\n"
+                      "sys.exit('stopped')\n")
+    argv, env = [sys.executable, str(script), "a b", "c"], {**os.environ, **ENV}
+    from_warm = warm.run(argv, env=env, cwd=REPO)
+    real = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
+    assert from_warm.returncode == real.returncode == 1
+    test = os.environ["PYTEST_CURRENT_TEST"]
+    assert from_warm.stdout == real.stdout == f"['{script}', 'a b', 'c'] {tmp_path} __main__ {REPO} {test}\n"
+    assert from_warm.stderr == real.stderr == "stopped\n"

@@ -1,4 +1,5 @@
-"""fairseq's console scripts (fairseq-train, fairseq-generate, ...) run from a warm process, for cli.run.
+"""fairseq's console scripts (fairseq-train, fairseq-generate, ...) and python scripts run from a warm
+process, for cli.run and cli.run_script.
 
 A fresh fairseq-train process spends ~6 s of a 2-core machine importing torch, torch._dynamo and
 fairseq before its tiny model trains in a fraction of a second; the suite runs dozens of them.
@@ -84,8 +85,8 @@ class _Server:
 
 
 def takes(argv):
-    """Whether ``run`` can run this command: a fairseq console script."""
-    return os.path.basename(argv[0]) in CONSOLE_SCRIPTS
+    """Whether ``run`` can run this command: a fairseq console script, or ``python SCRIPT.py ...``."""
+    return os.path.basename(argv[0]) in CONSOLE_SCRIPTS or (argv[0] == sys.executable and argv[1].endswith(".py"))
 
 
 def server_for(env, cwd):

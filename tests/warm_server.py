@@ -2,14 +2,15 @@
 
 It imports the libraries every fairseq console script imports (torch, sklearn, scipy, hydra) and
 what fairseq-train's optimizer imports on its first call (torch._dynamo): ~6 s of a 2-core
-machine's time, paid here once. Then, for each request (one JSON line on stdin: id, argv, cwd, env, stdout,
-stderr paths), it forks a child that becomes that command's process: the environment, working
-directory and output files of the request, ``sys.argv``, and the console script's entry point
-called as the script calls it, then Python's own end of a program (threads joined, atexit hooks,
-streams flushed) and its exit status. Replies, one JSON line each on the stdout it was given:
-``{"id", "pid"}`` when the child starts, ``{"id", "rc"}`` when it ends (rc < 0: killed by that
-signal, as subprocess reports it). Its stdin closed (the tests' process ended): it kills what
-still runs and exits.
+machine's time, paid here once. Then, for each request (one JSON line on stdin: id, argv, cwd,
+env, stdout and stderr paths), it forks a child that becomes that command's process: the
+environment, working directory and output files of the request, ``sys.argv``, and the console
+script's entry point called as the script calls it (for ``python SCRIPT ARGS``: the script run as
+``__main__``), then Python's own end of a program (threads joined, atexit hooks, streams flushed)
+and its exit status. Replies, one JSON line each on the stdout it was given: ``{"id", "pid"}``
+when the child starts, ``{"id", "rc"}`` when it ends (rc < 0: killed by that signal, as
+subprocess reports it). Its stdin closed (the tests' process ended): it kills what still runs
+and exits.
 
 Nothing that configures logging is imported before the fork: fairseq itself (~0.6 s more) and
 the plugin (by the command's own ``--user-dir``) are imported by the child, as in a fresh process.
@@ -17,6 +18,7 @@ the plugin (by the command's own ``--user-dir``) are imported by the child, as i
 import atexit
 import json
 import os
+import runpy
 import select
 import signal
 import sys
@@ -55,10 +57,16 @@ def become(request):
             os.dup2(out, fd)
             os.close(out)
         exe = request["argv"][0]
-        sys.argv = list(request["argv"])
-        sys.path[0] = os.path.dirname(exe)  # a console script's own directory, as python puts it there
-        (entry,) = entry_points(group="console_scripts", name=os.path.basename(exe))
-        rc = exit_status(entry.load()())
+        if exe == sys.executable:  # python SCRIPT ARGS
+            sys.argv = list(request["argv"][1:])
+            sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))  # the script's directory, as python's
+            runpy.run_path(sys.argv[0], run_name="__main__")
+            rc = 0
+        else:  # a console script
+            sys.argv = list(request["argv"])
+            sys.path[0] = os.path.dirname(exe)
+            (entry,) = entry_points(group="console_scripts", name=os.path.basename(exe))
+            rc = exit_status(entry.load()())
     except SystemExit as e:
         rc = exit_status(e.code)
     except BaseException:
