@@ -50,6 +50,16 @@ def run_script(script, *args, timeout=300):
                     cwd=REPO, timeout=timeout)
 
 
+def drive(plans, path, timeout=300):
+    """tests/kill_driver.py on ``plans`` (written to ``path``): one result dict per plan."""
+    path.write_text(json.dumps(plans))
+    proc = run_script("tests/kill_driver.py", path, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(results) == len(plans), proc.stdout[-2000:] + proc.stderr[-3000:]
+    return results
+
+
 def run_main(main, *args):
     """A package command line's ``main(ARGS)`` in this process, as the script would run it: the
     result reads like a CompletedProcess (returncode, stdout, stderr). The scripts themselves are

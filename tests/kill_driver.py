@@ -1,4 +1,5 @@
-"""Training runs that get killed, for test_preemption.py: ``python tests/kill_driver.py PLANS.json``.
+"""Training runs that get killed, for test_preemption.py and test_one_line_errors.py (cli.drive runs
+it): ``python tests/kill_driver.py PLANS.json``.
 
 One process imports fairseq and the plugin once, then runs each plan in a forked child (a run
 costs about a second instead of ~4 s of imports), one after the other; a plan with a world

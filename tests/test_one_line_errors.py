@@ -9,7 +9,6 @@ full disk while fine-tuning saves or decoding writes its results (/dev/full).
 The fairseq-train cases run in forked children of one process (tests/kill_driver.py: a fork
 prints an uncaught exception through sys.excepthook, as the console script does); the three
 independent jobs run at once in cli.py's two-worker pool."""
-import json
 import os
 import re
 import shutil
@@ -19,7 +18,7 @@ import torch
 
 from fairseq_pmlm.data.databin.cli import main as text_to_databin
 
-from cli import USER_DIR, run, run_script, submit, train_args
+from cli import USER_DIR, drive, run, submit, train_args
 from helpers import stdlib_docstrings
 from tiny_s2s import recipe, tiny_s2s
 
@@ -29,10 +28,7 @@ def driven(root, cases, faults=None):
     name -> a fault of tests/kill_driver.py)."""
     plans = [{"argv": [str(a) for a in argv], "log": str(root / f"{name}.log"), "save_dir": str(root / name),
               "fault": (faults or {}).get(name)} for name, argv in cases.items()]
-    (root / "plans.json").write_text(json.dumps(plans))
-    proc = run_script("tests/kill_driver.py", root / "plans.json")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    results = drive(plans, root / "plans.json")
     return {name: (r["status"], open(p["log"]).read()) for name, r, p in zip(cases, results, plans)}
 
 

@@ -14,7 +14,6 @@ The runs are independent chains, so the module fixture starts them at once in cl
 two-worker pool: the kill chain, then a real fairseq-train on an unreadable checkpoint (its
 whole stderr is read); and the signal, distributed and unreadable-file runs.
 """
-import json
 import os
 import random
 import re
@@ -25,7 +24,7 @@ import time
 import pytest
 import torch
 
-from cli import REPO, run, run_script, shared_corpus, submit, train_args
+from cli import REPO, drive, run, shared_corpus, submit, train_args
 
 UPDATES = 36  # 4 updates an epoch; a save every 3 updates and at each epoch's end
 COMMON = ["--max-update", str(UPDATES), "--save-interval-updates", "3", "--log-interval", "1"]
@@ -65,12 +64,7 @@ class Plans:
         return len(self.plans) - 1
 
     def drive(self):
-        path = self.root / "plans.json"
-        path.write_text(json.dumps(self.plans))
-        proc = run_script("tests/kill_driver.py", path, timeout=400)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-        results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-        assert len(results) == len(self.plans), proc.stdout[-2000:] + proc.stderr[-3000:]
+        results = drive(self.plans, self.root / "plans.json", timeout=400)
         for plan, result in zip(self.plans, results):
             result["logs"] = [open(plan["log"] + (f".rank{r}" if r else "")).read() for r in range(plan["world_size"])]
         return results
@@ -402,10 +396,7 @@ def s2s_chain(root, data):
     add("stop")
     add("term", fault={"signal": "TERM", "at": "update", "n": 8})
     add("term")
-    (root / "plans.json").write_text(json.dumps(plans))
-    proc = run_script("tests/kill_driver.py", root / "plans.json", timeout=400)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    results = drive(plans, root / "plans.json", timeout=400)
     for plan, result in zip(plans, results):
         result["log"] = open(plan["log"]).read()
     return results
