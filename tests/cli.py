@@ -29,15 +29,15 @@ ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore
 _POOL = ThreadPoolExecutor(max_workers=2)
 
 
-def run(cmd, *args, check=True):
+def run(cmd, *args, check=True, stdin=None):
     """Run a fairseq console script; returns the CompletedProcess (fairseq logs to stdout,
     tracebacks go to stderr). A fairseq console script runs from the warm process (warm.py)."""
     exe = os.path.join(BIN, cmd)
     argv, env = [exe if os.path.exists(exe) else shutil.which(cmd) or cmd, *map(str, args)], {**os.environ, **ENV}
     if warm.takes(argv):
-        proc = warm.run(argv, env=env, cwd=REPO, timeout=300)
+        proc = warm.run(argv, env=env, cwd=REPO, timeout=300, stdin=stdin)
     else:
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+        proc = subprocess.run(argv, capture_output=True, text=True, input=stdin, env=env, cwd=REPO, timeout=300)
     if check and proc.returncode != 0:
         raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
     return proc
@@ -48,6 +48,17 @@ def run_script(script, *args, timeout=300):
     CompletedProcess. For a script that no test signals or watches as a process."""
     return warm.run([sys.executable, os.path.join(REPO, script), *map(str, args)], env={**os.environ, **ENV},
                     cwd=REPO, timeout=timeout)
+
+
+def recipe(name, *args, check=True, cwd=REPO, timeout=300):
+    """``bash scripts/NAME ARGS`` in ``cwd``, its fairseq console scripts and python scripts from
+    the warm process (warm.site_env); the CompletedProcess (``check``: its output in the assertion
+    on failure). For recipes that no test signals or watches as processes."""
+    proc = subprocess.run(["bash", os.path.join(REPO, "scripts", name), *map(str, args)], capture_output=True,
+                          text=True, env=warm.site_env({**os.environ, **ENV}), cwd=cwd, timeout=timeout)
+    if check:
+        assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
 
 
 def drive(plans, path, timeout=300):

@@ -5,12 +5,10 @@ per suite run (``built_once``) and shared by test_glue.py, test_squad.py and the
 whose GLUE and SQuAD questions a tiny model can learn (the marker word ``zz``).
 """
 import json
-import os
 import random
-import subprocess
 
 from built_once import built_once
-from cli import ENV, REPO, submit, train
+from cli import recipe, submit, train
 
 WORDS = ["ka", "lo", "mi", "nu", "pe", "ro", "su", "ti"]
 MARK = "zz"
@@ -25,14 +23,6 @@ def sentence(rng, n, marks=0):
     return " ".join(ws)
 
 
-def script(name, *args):
-    """bash scripts/NAME ARGS; its CompletedProcess, or an AssertionError with its output."""
-    proc = subprocess.run(["bash", os.path.join(REPO, "scripts", name), *map(str, args)], capture_output=True,
-                          text=True, env={**os.environ, **ENV}, cwd=REPO, timeout=300)
-    assert proc.returncode == 0, f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
-
-
 def tokenizer(tmp_path_factory):
     """-> dict(data=the directory scripts/prepare_data.sh wrote (dict.txt, spm.model, the corpus
     binarized), spm=its spm.model, dict=its dict.txt, prepare=the recipe's CompletedProcess)."""
@@ -41,7 +31,7 @@ def tokenizer(tmp_path_factory):
         with open(tmp / "corpus.txt", "w") as f:
             for _ in range(100):
                 f.write("\n".join(sentence(rng, rng.randint(3, 8), 1) + " ." for _ in range(3)) + "\n\n")
-        proc = script("prepare_data.sh", "--train", tmp / "corpus.txt", "--valid", tmp / "corpus.txt",
+        proc = recipe("prepare_data.sh", "--train", tmp / "corpus.txt", "--valid", tmp / "corpus.txt",
                       "--name", "bin", "--vocab-size", "40", "--destdir", tmp, "--workers", "1")
         data = tmp / "bin"
         return {"data": data, "spm": data / "spm.model", "dict": data / "dict.txt", "prepare": proc}
@@ -102,7 +92,7 @@ def glue_recipe(tmp_path_factory):
 
 
 def _glue_summary(data, save, pre):
-    proc = script("glue/finetune_glue.sh", "--data", data, "--checkpoint", pre["checkpoint"], "--save-dir", save,
+    proc = recipe("glue/finetune_glue.sh", "--data", data, "--checkpoint", pre["checkpoint"], "--save-dir", save,
                   "--arch", "unilmv2_tiny", "--lr", "1e-3", "--batch-size", "16", "--epochs", "6", "--",
                   "--cpu", "--num-workers", "0", "--dropout", "0", "--attention-dropout", "0", "--max-positions", "64")
     return [line for line in proc.stdout.splitlines() if line.startswith("finetune_glue: ")]
@@ -119,7 +109,7 @@ def squad_recipe(tmp_path_factory):
             rng = random.Random(2)
             marker_squad(tmp / "train.json", rng, 400)
             marker_squad(tmp / "dev.json", rng, 100)
-            proc = script("squad/finetune_squad.sh", "--data", pre["data"], "--train-json", tmp / "train.json",
+            proc = recipe("squad/finetune_squad.sh", "--data", pre["data"], "--train-json", tmp / "train.json",
                           "--dev-json", tmp / "dev.json", "--checkpoint", pre["checkpoint"], "--save-dir", tmp / "ckpt",
                           "--v2", "--arch", "unilmv2_tiny", "--lr", "3e-3", "--batch-size", "32", "--max-positions",
                           "32", "--doc-stride", "8", "--", "--max-query-len", "8", "--warmup-updates", "20",

@@ -11,17 +11,17 @@ import time
 
 import pytest
 
-from cli import ENV, REPO, run_main
-from nlu import pretrained, script, sentence
+from cli import ENV, REPO, recipe, run_main
+from nlu import pretrained, sentence
 from tiny_s2s import tiny_s2s
 
 ABLATE = os.path.join(REPO, "scripts", "ablate_objectives.sh")
 
 
 def ablate(*args, out):
-    """ablate_objectives.sh ARGS --out OUT, pre-training flags for fairseq after --."""
-    return subprocess.run(["bash", ABLATE, *map(str, args), "--out", str(out), "--", "--num-workers", "0"],
-                          capture_output=True, text=True, env={**os.environ, **ENV}, cwd=REPO, timeout=600)
+    """ablate_objectives.sh ARGS --out OUT, pre-training flags for fairseq after -- (its commands
+    from the warm process: cli.recipe)."""
+    return recipe("ablate_objectives.sh", *args, "--out", out, "--", "--num-workers", "0", check=False, timeout=600)
 
 
 def ablate_in_process(*args, out):
@@ -43,7 +43,7 @@ def toy(tmp_path_factory):
         sources = [sentence(rng, rng.randint(4, 8)) for _ in range(n)]
         (raw / f"{split}.source").write_text("".join(s + "\n" for s in sources))
         (raw / f"{split}.target").write_text("".join(" ".join(s.split()[:2]) + "\n" for s in sources))
-    script("s2s/prepare.sh", "--raw", raw, "--name", "pairs", "--pretrain-data", pre["data"], "--destdir", tmp,
+    recipe("s2s/prepare.sh", "--raw", raw, "--name", "pairs", "--pretrain-data", pre["data"], "--destdir", tmp,
            "--workers", "1")
     args = ["--pretrain-data", pre["data"], "--pairs", tmp / "pairs", "--refs", raw / "test.target",
             "--init", pre["checkpoint"], "--objectives", "ae,ae+par", "--seeds", "1", "--updates", "3",

@@ -15,15 +15,14 @@ import pytest
 from fairseq_pmlm.data.databin.cli import main as text_to_databin
 from fairseq_pmlm.symbols import SENTENCE_SEP
 
+import cli
 import summary_fixtures as F
-from cli import ENV, REPO
-from tiny_s2s import recipe
+from cli import REPO, recipe
 
 
-def run_script(*args):
-    proc = subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, env={**os.environ, **ENV},
-                          cwd=REPO, timeout=300)
-    assert proc.returncode == 0, f"{args[0]} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+def run_script(script, *args):
+    proc = cli.run_script(script, *args)
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
     return proc
 
 

@@ -17,9 +17,9 @@ from fairseq.data import ListDataset
 
 from fairseq_pmlm.tasks.pmlm_seq2seq import WordDropPairDataset
 
-from cli import BIN, ENV, REPO, USER_DIR
+from cli import BIN, ENV, REPO, USER_DIR, recipe
 from conftest import make_dictionary
-from tiny_s2s import EMPTY_SOURCE, EMPTY_TARGET, TEST_PAIRS, recipe, tiny_s2s
+from tiny_s2s import EMPTY_SOURCE, EMPTY_TARGET, TEST_PAIRS, tiny_s2s
 
 SCORE = os.path.join(REPO, "scripts", "score.py")
 GENERATE = ["--preset", "demo", "--", "--max-len-b", "4", "--beam", "2", "--batch-size", "4"]

@@ -20,8 +20,9 @@ from fairseq_pmlm.text import vocab
 from fairseq_pmlm.weights import convert, export
 from fairseq_pmlm.weights.layouts import ConversionError
 
+from cli import recipe
 from helpers import stdlib_docstrings
-from tiny_s2s import recipe, tiny_s2s
+from tiny_s2s import tiny_s2s
 
 TRAIN_FROM = ["textwrap", "argparse", "json/__init__", "string", "fractions", "shlex"]
 TEST_FROM = ["calendar", "heapq", "bisect"]  # unseen modules: words outside the kept rows

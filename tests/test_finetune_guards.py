@@ -9,8 +9,8 @@ import shutil
 import pytest
 import torch
 
-from cli import USER_DIR, run
-from tiny_s2s import finetune, recipe, tiny_s2s
+from cli import USER_DIR, recipe, run
+from tiny_s2s import finetune, tiny_s2s
 
 
 def init_of(checkpoint):

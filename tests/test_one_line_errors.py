@@ -18,9 +18,9 @@ import torch
 
 from fairseq_pmlm.data.databin.cli import main as text_to_databin
 
-from cli import USER_DIR, drive, run, submit, train_args
+from cli import USER_DIR, drive, recipe, run, submit, train_args
 from helpers import stdlib_docstrings
-from tiny_s2s import recipe, tiny_s2s
+from tiny_s2s import tiny_s2s
 
 
 def driven(root, cases, faults=None):

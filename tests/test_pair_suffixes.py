@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from cli import USER_DIR, run
-from tiny_s2s import TEST_PAIRS, finetune, recipe, tiny_s2s
+from cli import USER_DIR, recipe, run
+from tiny_s2s import TEST_PAIRS, finetune, tiny_s2s
 
 LANGS = ["--source-lang", "src", "--target-lang", "tgt"]
 

@@ -190,13 +190,9 @@ def test_released_minilm_fine_tunes_and_decodes_through_the_s2s_recipes(converte
     for split, rows in (("train", pairs[:20]), ("valid", pairs[20:24]), ("test", pairs[24:30])):
         for side, col in (("source", 0), ("target", 1)):
             (raw / f"{split}.{side}").write_text("".join(r[col] + "\n" for r in rows))
-    env = {**os.environ, **cli.ENV}
 
     def recipe(name, *args):
-        proc = subprocess.run(["bash", os.path.join(REPO, "scripts", "s2s", name), *map(str, args)],
-                              capture_output=True, text=True, env=env)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        return proc.stdout
+        return cli.recipe(f"s2s/{name}", *args).stdout
 
     recipe("prepare.sh", "--raw", raw, "--name", "docs", "--pretrain-data", out, "--destdir", tmp_path)
     data = tmp_path / "docs"

@@ -183,7 +183,7 @@ def test_a_finetuned_directory_without_a_vocab_asks_for_vocab(source, tmp_path, 
 def test_imported_s2sft_checkpoint_decodes_through_the_recipes(source, tmp_path):
     """s2s/prepare.sh with the import as --pretrain-data, then s2s/generate.sh on its model.pt:
     one hypothesis per test pair and a ROUGE table, without a fine-tuning step."""
-    from tiny_s2s import recipe
+    from cli import recipe
 
     out = source[0] / "s2sft-import"
     raw = tmp_path / "raw"

@@ -2,7 +2,6 @@
 import collections
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -21,10 +20,10 @@ from fairseq_pmlm.modules.transformer import UniLMv2Transformer
 from fairseq_pmlm.scoring.rouge import rouge_scores
 from fairseq_pmlm.tasks.pmlm_seq2seq import PMLMSeq2SeqConfig, PMLMSeq2SeqTask
 
+from cli import run
 from conftest import make_dictionary
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.dirname(sys.executable)
 
 
 def tiny_model(d, seed=0, **kw):
@@ -495,13 +494,6 @@ def test_rouge_scorer_hand_values():
     assert all(v == 0 for v in s.values())
     s = rouge_scores(["a b c d"], ["a b x y"], use_stemmer=False)
     assert abs(s["rouge1"] - 50) < 1e-6 and abs(s["rouge2"] - 100 / 3) < 1e-6
-
-
-def run(cmd, *args, stdin=None):
-    proc = subprocess.run([os.path.join(BIN, cmd), *map(str, args)], capture_output=True, text=True, input=stdin,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
 
 
 def average_as_fairseq_does(paths):

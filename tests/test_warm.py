@@ -1,15 +1,18 @@
-"""warm.py, through which cli.run and cli.run_script run fairseq's console scripts and python scripts:
-a command run there is what the same command in a fresh process is (exit status, output, the
-plugin's one-line errors, files), and a command of another environment runs from a warm process
-started with that environment."""
+"""warm.py, through which cli.run and cli.run_script run fairseq's console scripts and python scripts
+and cli.recipe hands a recipe's commands over (site_env): a command run there is what the same
+command in a fresh process is (exit status, output, the plugin's one-line errors, files, signals
+through its stand-in), and a command of another environment runs from a warm process started with
+that environment."""
 import os
 import re
+import signal
 import subprocess
 import sys
 
 import warm
 
-from cli import BIN, ENV, REPO, USER_DIR, shared_corpus, train_args
+from cli import BIN, ENV, REPO, USER_DIR, recipe, shared_corpus, train_args
+from tiny_s2s import tiny_s2s
 
 
 def both(argv, real_argv=None):
@@ -76,3 +79,53 @@ def test_a_python_script_from_the_warm_process_sees_what_it_would_see_as_its_own
     test = os.environ["PYTEST_CURRENT_TEST"]
     assert from_warm.stdout == real.stdout == f"['{script}', 'a b', 'c'] {tmp_path} __main__ {REPO} {test}\n"
     assert from_warm.stderr == real.stderr == "stopped\n"
+
+
+def handed_over():
+    """How many processes have asked this test process's broker for their warm process so far."""
+    return warm._broker[0].asked if warm._broker else 0
+
+
+def test_a_recipes_commands_handed_over_to_the_warm_process_log_exit_and_save_as_fresh_processes(tmp_path_factory,
+                                                                                              tmp_path):
+    _, data, save = tiny_s2s(tmp_path_factory)
+    args = ["--preset", "demo", "--data", data, "--checkpoint", save / "checkpoint_last.pt", "--", "--arch",
+            "unilmv2_tiny", "--max-update", "4", "--batch-size", "8", "--disable-validation", "--num-workers", "0"]
+    before = handed_over()
+    warm_run = recipe("s2s/finetune.sh", "--save-dir", tmp_path / "warm", *args)
+    asked = handed_over() - before
+    real_run = subprocess.run(["bash", "scripts/s2s/finetune.sh", "--save-dir", tmp_path / "real", *args],
+                              capture_output=True, text=True, env={**os.environ, **ENV}, cwd=REPO, timeout=300)
+    assert real_run.returncode == 0, real_run.stderr[-2000:]
+    assert asked >= 2  # fairseq-train and the recipe's python scripts/recipe_info.py
+    masked = [without_times(run.stdout).replace(f"/{name}", "/X") for run, name in ((warm_run, "warm"),
+                                                                                    (real_run, "real"))]
+    assert masked[0] == masked[1]
+    assert warm_run.stderr == real_run.stderr
+    assert sorted(os.listdir(tmp_path / "warm")) == sorted(os.listdir(tmp_path / "real"))
+
+
+def test_a_signal_to_the_stand_in_reaches_the_command_which_saves_exits_143_and_a_killed_stand_in_takes_it_along(
+        tmp_path_factory, tmp_path):
+    data = shared_corpus(tmp_path_factory)
+    env = warm.site_env({**os.environ, **ENV})
+
+    def start(save):
+        argv = [os.path.join(BIN, "fairseq-train"), *map(str, train_args(
+            data, save, "--max-update", "100000", "--no-epoch-checkpoints", "--log-interval", "1"))]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+        for line in proc.stdout:  # the handed-over command writes to the stand-in's stdout
+            if "| train_inner |" in line:
+                return proc
+        raise AssertionError(proc.stderr.read())
+
+    before = handed_over()
+    termed = start(tmp_path / "term")
+    termed.send_signal(signal.SIGTERM)
+    _, err = termed.communicate(timeout=120)
+    assert termed.returncode == 143 and handed_over() == before + 1
+    assert "pmlm: SIGTERM received: saved " in err and (tmp_path / "term" / "checkpoint_last.pt").is_file()
+    killed = start(tmp_path / "kill")
+    killed.kill()
+    killed.communicate(timeout=30)  # the end of its output: every writer closed, the command's too
+    assert killed.returncode == -signal.SIGKILL

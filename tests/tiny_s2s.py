@@ -10,23 +10,13 @@ built once a suite run (``built_once``) for test_finetune_guards.py and test_dec
 import os
 import random
 import shutil
-import subprocess
 
 from built_once import built_once
-from cli import ENV, REPO, preprocess_in_process
+from cli import preprocess_in_process, recipe
 
 WORDS = "the a cat dog sat ran on mat in park big small red old sun".split()
 TEST_PAIRS = 6
 EMPTY_SOURCE, EMPTY_TARGET = 1, 3  # 0-based test lines with an empty side
-
-
-def recipe(name, *args, check=True, cwd=REPO):
-    """bash scripts/NAME ARGS run in ``cwd``; the CompletedProcess (its output in the assertion on failure)."""
-    proc = subprocess.run(["bash", os.path.join(REPO, "scripts", name), *map(str, args)], capture_output=True,
-                          text=True, env={**os.environ, **ENV}, cwd=cwd, timeout=300)
-    if check:
-        assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
-    return proc
 
 
 def raw_pairs(raw):
