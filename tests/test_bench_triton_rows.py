@@ -3,12 +3,10 @@ interpreter runs it (conftest.py turns it on): slow there (seconds an update), s
 runs sit in their own file, which the suite runs beside test_bench_gpu.py."""
 import os
 import re
-import subprocess
-import sys
 
 from test_bench_gpu import ROWS, number, parse
 
-from cli import REPO
+from cli import REPO, run_script
 
 
 def test_bench_attention_smoke_prints_the_sdpa_and_the_triton_rows_each_naming_the_path_it_ran(capsys, monkeypatch):
@@ -39,10 +37,7 @@ def test_rounds_with_the_triton_and_the_compiled_rows_print_every_row_with_its_r
     rounds' range (the triton rows': against roberta or their fp16 row, and the default path's row),
     the compiled ratios plain. The triton fp16 rows ran the kernel (Triton's interpreter, conftest.py;
     bf16, which the interpreter does not take, SDPA)."""
-    proc = subprocess.run([sys.executable, "scripts/bench_gpu.py", "--smoke", "--compile", "--rounds", "2",
-                           "--attention", "auto+triton"],
-                          cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": REPO})
+    proc = run_script("scripts/bench_gpu.py", "--smoke", "--compile", "--rounds", "2", "--attention", "auto+triton")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "(the compared rows: median of 2 rounds)" in proc.stdout
     _, rows = parse(proc.stdout)
@@ -78,9 +73,7 @@ def test_bench_toeplitz_smoke_prints_errors_beside_sdpas_the_call_and_host_times
     time of a call beside SDPA's and split into the forward alone, the backward alone (through
     autograd and called directly) and the bare launches, with the
     top of its profile, and the tiles table ends with the fastest of each pass together."""
-    proc = subprocess.run([sys.executable, "scripts/bench_toeplitz.py", "--smoke", "--steps", "1", "--host"],
-                          cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": REPO, "TRITON_INTERPRET": "1"})
+    proc = run_script("scripts/bench_toeplitz.py", "--smoke", "--steps", "1", "--host")  # the interpreter: conftest.py
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in proc.stdout.splitlines()
             if line.startswith("| ") and not line.startswith(("| dtype", "| pass", "| shape"))]

@@ -153,7 +153,9 @@ def takes(argv):
 def server_for(env, cwd):
     """The warm process of this environment (started now if there is none)."""
     steady = {k: v for k, v in env.items() if k not in VARYING}
-    key = tuple(sorted(steady.items()))
+    # a recipe run by a recipe activates .venv again: PATH repeats its bin/, which finds nothing new
+    key = tuple(sorted({**steady, "PATH": os.pathsep.join(dict.fromkeys(steady.get("PATH", "").split(os.pathsep)))}
+                       .items()))
     with _lock:
         if key not in _servers:
             _servers[key] = _Server(steady, cwd)
