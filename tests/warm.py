@@ -42,6 +42,27 @@ _servers = {}  # environment (less VARYING) -> its _Server
 _broker = []  # the _Broker of this process, once started
 
 
+@atexit.register
+def _close():
+    """At the tests' end: every warm process stops (its stdin closed) and its files go, its log
+    unless it says something. All are told first, then waited for: one still importing takes
+    seconds, and a worker's end has little time."""
+    with _lock:
+        servers = list(_servers.values())
+    for server in servers:
+        server.proc.stdin.close()
+        shutil.rmtree(server.dir, ignore_errors=True)
+    if _broker:
+        shutil.rmtree(_broker[0].dir, ignore_errors=True)
+    for server in servers:
+        try:
+            server.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.proc.kill()
+        if os.path.getsize(server.log.name) == 0:
+            os.remove(server.log.name)
+
+
 def _listening(path):
     """An AF_UNIX SOCK_SEQPACKET socket listening at ``path`` (messages keep their bounds)."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -61,18 +82,6 @@ class _Server:
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
                                          cwd=cwd, pass_fds=[listener.fileno()])
         threading.Thread(target=self._read, daemon=True).start()
-        atexit.register(self._close)
-
-    def _close(self):
-        """At the tests' end: the server stops (its stdin closed); its log goes unless it says something."""
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        if os.path.getsize(self.log.name) == 0:
-            os.remove(self.log.name)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
     def _read(self):
         for line in self.proc.stdout:
@@ -122,7 +131,6 @@ class _Broker:
         self.path = os.path.join(self.dir, "broker")
         self.sock, self.asked = _listening(self.path), 0
         threading.Thread(target=self._serve, daemon=True).start()
-        atexit.register(shutil.rmtree, self.dir, True)
 
     def _serve(self):
         while True:
