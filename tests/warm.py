@@ -45,13 +45,15 @@ _broker = []  # the _Broker of this process, once started
 @atexit.register
 def _close():
     """At the tests' end: every warm process stops (its stdin closed) and its files go, its log
-    unless it says something. All are told first, then waited for: one still importing takes
-    seconds, and a worker's end has little time."""
+    unless it says something so far. Files first, then the waits: pytest-xdist may end a worker
+    while these run (one still importing takes seconds), and a warm process ends by itself."""
     with _lock:
         servers = list(_servers.values())
     for server in servers:
         server.proc.stdin.close()
         shutil.rmtree(server.dir, ignore_errors=True)
+        if os.path.getsize(server.log.name) == 0:
+            os.remove(server.log.name)
     if _broker:
         shutil.rmtree(_broker[0].dir, ignore_errors=True)
     for server in servers:
@@ -59,8 +61,6 @@ def _close():
             server.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             server.proc.kill()
-        if os.path.getsize(server.log.name) == 0:
-            os.remove(server.log.name)
 
 
 def _listening(path):
