@@ -38,8 +38,13 @@ def run(cmd, *args, check=True, stdin=None):
         proc = warm.run(argv, env=env, cwd=REPO, timeout=300, stdin=stdin)
     else:
         proc = subprocess.run(argv, capture_output=True, text=True, input=stdin, env=env, cwd=REPO, timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return _checked(cmd, proc) if check else proc
+
+
+def _checked(name, proc):
+    """``proc``, which must have succeeded: else an AssertionError with the ends of its output."""
+    if proc.returncode != 0:
+        raise AssertionError(f"{name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
 
 
@@ -56,16 +61,13 @@ def recipe(name, *args, check=True, cwd=REPO, timeout=300):
     on failure). For recipes that no test signals or watches as processes."""
     proc = subprocess.run(["bash", os.path.join(REPO, "scripts", name), *map(str, args)], capture_output=True,
                           text=True, env=warm.site_env({**os.environ, **ENV}), cwd=cwd, timeout=timeout)
-    if check:
-        assert proc.returncode == 0, f"{name} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
+    return _checked(name, proc) if check else proc
 
 
 def drive(plans, path, timeout=300):
     """tests/kill_driver.py on ``plans`` (written to ``path``): one result dict per plan."""
     path.write_text(json.dumps(plans))
-    proc = run_script("tests/kill_driver.py", path, timeout=timeout)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    proc = _checked("tests/kill_driver.py", run_script("tests/kill_driver.py", path, timeout=timeout))
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(results) == len(plans), proc.stdout[-2000:] + proc.stderr[-3000:]
     return results
