@@ -3,12 +3,18 @@ and cli.recipe hands a recipe's commands over (site_env): a command run there is
 command in a fresh process is (exit status, output, the plugin's one-line errors, files, signals
 through its stand-in), and a command of another environment runs from a warm process started with
 that environment."""
+import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 
+import pytest
 import warm
 
 from cli import BIN, ENV, REPO, USER_DIR, recipe, shared_corpus, train_args
@@ -129,3 +135,49 @@ def test_a_signal_to_the_stand_in_reaches_the_command_which_saves_exits_143_and_
     killed.kill()
     killed.communicate(timeout=30)  # the end of its output: every writer closed, the command's too
     assert killed.returncode == -signal.SIGKILL
+
+
+
+@pytest.mark.parametrize("took", [False, True], ids=["ended before the hand-over", "ended after taking it"])
+def test_a_warm_process_that_ends_in_the_hand_over_leaves_the_command_run_once_or_not_at_all(took):
+    """sitecustomize.py when the warm process the broker names is gone: before it took the command
+    (no one listens), the command runs in its own process with its own output only (no "Error in
+    sitecustomize" from Python's site handler); after it took the command and its output (and
+    ended without naming a child), the command may have started there, so it does not run here too:
+    one line and status 1."""
+    folder = tempfile.mkdtemp(prefix="warm-")  # short: an AF_UNIX path has at most 107 bytes
+    listeners = []
+    for name in ("broker", "warm") if took else ("broker",):
+        listeners.append(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET))
+        listeners[-1].bind(os.path.join(folder, name))
+        listeners[-1].listen(1)
+    asked = []
+
+    def serve():
+        conn, _ = listeners[0].accept()
+        with conn:
+            asked.append(json.loads(conn.recv(1 << 20))["python"])
+            conn.send(json.dumps({"socket": os.path.join(folder, "warm")}).encode())
+        if took:
+            conn, _ = listeners[1].accept()
+            with conn:
+                _, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+                for fd in fds:
+                    os.close(fd)
+
+    threading.Thread(target=serve, daemon=True).start()
+    env = {**os.environ, **ENV, "PYTHONPATH": warm.SITE, "PMLM_TEST_WARM_BROKER": os.path.join(folder, "broker")}
+    try:
+        proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "fetch_wheels.py"), "--help"],
+                              capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
+    finally:
+        for listener in listeners:
+            listener.close()
+        shutil.rmtree(folder)
+    assert asked == [sys.executable]  # it asked, and was told of the warm process that is gone
+    if took:
+        assert (proc.returncode, proc.stdout) == (1, "") and proc.stderr == (
+            "warm_site: the warm process took fetch_wheels.py and ended without naming its child\n"), proc.stderr
+    else:
+        assert proc.returncode == 0 and proc.stdout.startswith("usage: fetch_wheels.py") and proc.stderr == "", \
+            (proc.returncode, proc.stderr)

@@ -8,7 +8,7 @@ directory, and its stdin, stdout and stderr, which the forked child takes as its
 process stays as the command's stand-in until the child ends: a signal it gets goes on to the
 child, and it ends with the child's status (killed by the same signal, if the child was). Anything
 else (``python -c``, ``-m``, interpreter flags, another python) runs here as usual, as does
-everything when the broker is gone.
+everything when the broker or the warm process it names is gone.
 """
 import os
 import sys
@@ -39,10 +39,19 @@ def _handed_over():
     if where is None:
         return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    conn.connect(where)
-    socket.send_fds(conn, [json.dumps({"argv": request, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()],
-                    [0, 1, 2])
-    return json.loads(conn.recv(1 << 16))["pid"], conn
+    try:
+        conn.connect(where)
+        socket.send_fds(conn, [json.dumps({"argv": request, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()],
+                        [0, 1, 2])
+    except OSError:  # the warm process ended after the broker named it: nothing started there, so it runs here
+        conn.close()
+        return None
+    try:
+        return json.loads(conn.recv(1 << 16))["pid"], conn
+    except (OSError, ValueError, KeyError):
+        # handed over, no child named: it may have started there, so it must not run here a second time
+        sys.stderr.write(f"warm_site: the warm process took {name} and ended without naming its child\n")
+        os._exit(1)
 
 
 def _stand_in(pid, conn):
