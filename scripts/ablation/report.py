@@ -95,7 +95,8 @@ def plot(results, path):
         ax.hlines(r["rougeL_mean"], x - 0.25, x + 0.25, color="black")
     ax.set_xticks(range(len(rows)), [r["objective"] for r in rows])
     ax.set_ylabel("ROUGE-L F1 (%)")
-    ax.set_title(f"fine-tuned after each pre-training objective (dots: seeds; bar: mean; "
+    # two lines: in one, three objectives' width (5.6 in) cut the title off
+    ax.set_title(f"fine-tuned after each pre-training objective\n(dots: seeds; bar: mean; "
                  f"{results['test_examples']} test examples)", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
