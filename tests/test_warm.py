@@ -137,7 +137,6 @@ def test_a_signal_to_the_stand_in_reaches_the_command_which_saves_exits_143_and_
     assert killed.returncode == -signal.SIGKILL
 
 
-
 @pytest.mark.parametrize("took", [False, True], ids=["ended before the hand-over", "ended after taking it"])
 def test_a_warm_process_that_ends_in_the_hand_over_leaves_the_command_run_once_or_not_at_all(took):
     """sitecustomize.py when the warm process the broker names is gone: before it took the command
@@ -146,11 +145,7 @@ def test_a_warm_process_that_ends_in_the_hand_over_leaves_the_command_run_once_o
     ended without naming a child), the command may have started there, so it does not run here too:
     one line and status 1."""
     folder = tempfile.mkdtemp(prefix="warm-")  # short: an AF_UNIX path has at most 107 bytes
-    listeners = []
-    for name in ("broker", "warm") if took else ("broker",):
-        listeners.append(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET))
-        listeners[-1].bind(os.path.join(folder, name))
-        listeners[-1].listen(1)
+    listeners = [warm._listening(os.path.join(folder, name)) for name in (("broker", "warm") if took else ("broker",))]
     asked = []
 
     def serve():
