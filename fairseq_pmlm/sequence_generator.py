@@ -9,6 +9,10 @@ Three differences from the stock generator, each switched by the ``pmlm_seq2seq`
 - tokens that are never text (``[P]``, ``[MASK]``, ``<s>``; ``<pad>`` is banned by fairseq
   itself) get probability 0, so no beam can end up emitting them.
 - a ``--no-repeat-ngram-size`` blocker that works (modules/ngram_repeat_block.py).
+
+And one that only keeps fairseq's meaning: ``--match-source-len`` counts the source's text, not the
+``[SOS]`` our sources begin with (a source of 5 words gives hypotheses of 5 tokens and EOS, as
+with a fairseq translation model).
 """
 import math
 
@@ -48,6 +52,13 @@ class PMLMSequenceGenerator(SequenceGenerator):
         self.model = BannedTokensEnsemble(list(self.model.models), banned_tokens)
         self.model.eval()
         fix_repeat_ngram_blocker(self)
+
+    def _generate(self, sample, *args, **kwargs):
+        net = sample["net_input"]
+        if self.match_source_len and "src_lengths" in net:
+            # fairseq reads a source's length from src_lengths: ours count [SOS] too
+            sample = {**sample, "net_input": {**net, "src_lengths": net["src_lengths"] - 1}}
+        return super()._generate(sample, *args, **kwargs)
 
     def finalize_hypos(self, step, *args, **kwargs):
         if self.lenpen_formula == "gnmt":

@@ -56,6 +56,29 @@ def test_test_splits_keep_pairs_with_an_empty_side_train_and_valid_skip_them(spl
     assert ignored == []
 
 
+def test_train_and_valid_targets_cut_to_the_positions_are_counted_in_the_log_test_references_stay_whole(
+        tmp_path_factory, caplog):
+    from fairseq_pmlm.tasks.pmlm_seq2seq import PMLMSeq2SeqConfig, PMLMSeq2SeqTask
+
+    _, data, _ = tiny_s2s(tmp_path_factory)
+    limit = 3
+    task = PMLMSeq2SeqTask.setup_task(PMLMSeq2SeqConfig(data=str(data), seed=1, max_target_positions=limit))
+    for split in ("valid", "test"):
+        with caplog.at_level(logging.INFO):
+            caplog.clear()
+            task.load_dataset(split)
+        binarized = task._side(split, "target")  # (kept: its sizes are a view of its file's memory map)
+        whole = binarized.sizes  # EOS included
+        lengths = [len(task.datasets[split][i]["target"]) for i in range(len(whole))]
+        longer = int((whole > limit).sum())
+        if split == "valid":
+            assert 0 < longer < len(whole) and max(lengths) == limit
+            assert (f"valid: {longer} of {len(whole)} targets are longer than --max-target-positions {limit} and "
+                    "cut to it") in caplog.text
+        else:
+            assert longer and lengths == whole.tolist() and "targets are longer" not in caplog.text
+
+
 # ---- generate.sh --------------------------------------------------------------------------------
 
 def test_generate_writes_one_hypothesis_per_reference_in_order_and_each_file_once_its_step_succeeded(
@@ -210,14 +233,53 @@ def test_raw_text_without_the_bpe_flags_is_told_once_which_flags_to_add(tmp_path
             f"--bpe sentencepiece --sentencepiece-model {data / 'spm.model'}") in caplog.text
 
 
-def test_print_alignment_is_refused_in_one_line_not_an_index_error_after_decoding(hub):
-    """fairseq's aligning generator reads attention weights, which the model's kernels do not
-    return: fairseq-generate --print-alignment decoded a batch, then raised an IndexError."""
+@pytest.mark.parametrize("flag, value, message", [
+    # fairseq's aligning generator reads attention weights, which the model's kernels do not
+    # return: fairseq-generate --print-alignment decoded a batch, then raised an IndexError
+    ("print_alignment", "hard", r"^--print-alignment: a unilmv2 model has no source-target attention"),
+    # fairseq switches on FairseqDropout modules; the layers' dropout runs in training only, so
+    # --retain-dropout decoded exactly as without it, silently
+    ("retain_dropout", True, r"^--retain-dropout: a unilmv2 model applies dropout in training only"),
+])
+def test_generation_flags_the_model_cannot_honour_are_refused_in_one_line(hub, flag, value, message):
     from fairseq_pmlm.errors import BadInput
 
     args = hub.cfg.generation.copy()
-    args.print_alignment = "hard"
-    with pytest.raises(BadInput, match=r"^--print-alignment: a unilmv2 model has no source-target attention"):
+    setattr(args, flag, value)
+    with pytest.raises(BadInput, match=message):
         hub.task.build_generator(hub.models, args)
-    args.print_alignment = None
+    setattr(args, flag, None)
     hub.task.build_generator(hub.models, args)  # control
+
+
+def test_match_source_len_counts_the_source_text_as_for_a_translation_model_not_its_sos(hub):
+    """fairseq's generator caps a hypothesis at src_lengths tokens and the EOS; a translation
+    source is its text and EOS, ours also carries [SOS], which gave one token more. Text of n
+    tokens: min_len n + 1 decodes exactly n + 1 tokens and the EOS; n + 2 exceeds the cap, and
+    fairseq's own check refuses it (with [SOS] counted it decoded)."""
+    source = hub.encode("the cat sat on the mat")
+    n = int((source.ne(hub.src_dict.bos()) & source.ne(hub.src_dict.eos())).sum())
+    hypo = hub.generate(source, beam=2, match_source_len=True, min_len=n + 1)[0]
+    assert len(hypo["tokens"]) == n + 2 and hypo["tokens"][-1] == hub.src_dict.eos()
+    with pytest.raises(AssertionError, match="min_len cannot be larger than max_len"):
+        hub.generate(source, beam=2, match_source_len=True, min_len=n + 2)
+
+
+def test_match_source_len_that_could_run_past_the_positions_is_refused_at_start(hub):
+    """Source and target share the model's positions: a target as long as a source of up to
+    --max-source-positions must fit after it. Before, decoding stopped at the first long source."""
+    from fairseq_pmlm.errors import BadInput
+
+    args = hub.cfg.generation.copy()
+    args.match_source_len = True
+    limit = hub.models[0].max_positions()
+    kept = hub.task.cfg.max_source_positions
+    try:
+        hub.task.cfg.max_source_positions = limit // 2 + 1
+        with pytest.raises(BadInput, match=rf"^--match-source-len allows targets as long as a source, up to "
+                                           rf"{limit // 2} tokens .* lower --max-source-positions to {limit // 2}$"):
+            hub.task.build_generator(hub.models, args)
+        hub.task.cfg.max_source_positions = limit // 2
+        hub.task.build_generator(hub.models, args)  # control: the last target's EOS at position limit - 1
+    finally:
+        hub.task.cfg.max_source_positions = kept

@@ -590,6 +590,7 @@ def test_each_presets_decoding_fits_the_positions_it_fine_tunes_with(preset, tmp
     script = f"source {REPO}/scripts/s2s/presets.sh; preset {preset}; echo $SRC $TGT $POSITIONS $MAXLEN"
     src, tgt, positions, maxlen = map(int, subprocess.run(["bash", "-c", script], capture_output=True, text=True,
                                                           check=True).stdout.split())
+    assert maxlen == tgt - 1  # the longest target fine-tuning trains: TGT - 1 tokens and the EOS
     task = seq2seq_task(tmp_path, max_source_positions=src, max_target_positions=tgt)
     model = tiny_model(task.dictionary, max_positions=positions)
     task.build_generator([model], GenerationConfig(max_len_b=maxlen))

@@ -198,8 +198,12 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         if not split.startswith("test"):
             # train/valid targets carry a loss, so they must fit the positions; test targets are
             # only references for --scoring, and a truncated reference would inflate the score
-            body = TruncateDataset(StripTokenDataset(tgt, eos), self.cfg.max_target_positions - 1)
-            tgt = AppendTokenDataset(body, eos)
+            limit = self.cfg.max_target_positions
+            cut = int((tgt.sizes > limit).sum())  # (sizes count the EOS)
+            if cut:
+                logger.info(f"{split}: {cut} of {len(tgt)} targets are longer than --max-target-positions "
+                            f"{limit} and cut to it (EOS included); a --scoring of this split reads them cut")
+            tgt = AppendTokenDataset(TruncateDataset(StripTokenDataset(tgt, eos), limit - 1), eos)
         src = self.source_view(src)
         self.datasets[split] = WordDropPairDataset(
             src, src.sizes, self.dictionary, tgt, tgt.sizes, self.dictionary,
@@ -260,14 +264,27 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         longest source (else it would fail mid-run)."""
         limit = min(m.max_positions() for m in models)
         src = self.cfg.max_source_positions
-        longest = int(args.max_len_a * src + args.max_len_b)
         # the [P] of the last step (forced EOS) sits at position src + longest
-        if src + longest >= limit:
-            raise BadInput(
-                f"--max-len-b {args.max_len_b} (with --max-len-a {args.max_len_a}) "
-                f"allows {longest} target tokens, but after a source of up to {src} positions "
-                f"(--max-source-positions) the model's {limit} positions leave {limit - src - 1}"
-            )
+        if getattr(args, "match_source_len", False):  # (then fairseq ignores --max-len-a/b)
+            longest = src - 1  # the source's tokens but [SOS] (sequence_generator.py)
+            if src + longest >= limit:
+                raise BadInput(
+                    f"--match-source-len allows targets as long as a source, up to {longest} tokens "
+                    f"(--max-source-positions {src}), and the model's {limit} positions leave "
+                    f"{limit - src - 1} after it: lower --max-source-positions to {limit // 2}"
+                )
+        else:
+            longest = int(args.max_len_a * src + args.max_len_b)
+            if src + longest >= limit:
+                raise BadInput(
+                    f"--max-len-b {args.max_len_b} (with --max-len-a {args.max_len_a}) "
+                    f"allows {longest} target tokens, but after a source of up to {src} positions "
+                    f"(--max-source-positions) the model's {limit} positions leave {limit - src - 1}"
+                )
+        if getattr(args, "retain_dropout", False):
+            # (fairseq switches on its FairseqDropout modules; the layers here drop out in training only)
+            raise BadInput("--retain-dropout: a unilmv2 model applies dropout in training only, "
+                           "so it would decode without it: decode without --retain-dropout")
         if getattr(args, "print_alignment", None):
             # (fairseq's aligning generator would read attention weights the model does not return)
             raise BadInput("--print-alignment: a unilmv2 model has no source-target attention weights "
