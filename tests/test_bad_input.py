@@ -168,6 +168,25 @@ def test_in_process_tokens_per_sample_over_positions(runs):
     assert UniLMv2Model.build_model(UniLMv2Config(max_positions=1024), task) is not None
 
 
+@pytest.mark.parametrize("objective", ["ae+par", "ae"])
+def test_in_process_max_tokens_below_the_largest_example_names_the_least_that_batches(runs, objective):
+    """A PAR example counts its appended tokens too: a --max-tokens of --tokens-per-sample batched
+    nothing, and fairseq's batching stopped on an assertion ("Sentences lengths should not exceed
+    max_tokens")."""
+    from fairseq_pmlm.errors import BadInput
+
+    task = setup_task(runs["data"], tokens_per_sample=64, objective=objective)
+    task.load_dataset("train")
+    ds = task.dataset("train")
+    need = max(ds.num_tokens(i) for i in range(len(ds)))
+    assert ds.most_tokens() == need and (need > max(ds.sizes)) == (objective == "ae+par")  # (sizes: the contexts)
+    assert len(list(task.get_batch_iterator(ds, max_tokens=need).next_epoch_itr(shuffle=False))) > 0
+    with pytest.raises(BadInput, match=rf"^--max-tokens {need - 1}: an example of --tokens-per-sample 64 counts up to "
+                                       rf"{need} tokens with --objective {re.escape(objective)} .* give --max-tokens "
+                                       rf"{need} or more, or --batch-size$"):
+        task.get_batch_iterator(ds, max_tokens=need - 1)
+
+
 def test_in_process_checkpoint_weights_refuse_another_dictionary(runs):
     cfg = UniLMv2Config(encoder_layers=1, encoder_embed_dim=16, encoder_ffn_embed_dim=32, encoder_attention_heads=2)
     a = UniLMv2Model(cfg, setup_task(runs["data"]).dictionary)

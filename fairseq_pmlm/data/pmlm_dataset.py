@@ -125,6 +125,10 @@ class PseudoMaskedLMDataset(CompleteBatchesMixin, FairseqDataset):
     def num_tokens_vec(self, indices):
         return self._num_tokens_by_length[self.index.lengths[indices]]
 
+    def most_tokens(self):
+        """The largest example's ``num_tokens``: the least --max-tokens that batches every example."""
+        return int(self._num_tokens_by_length[self.index.lengths.max()])
+
     def size(self, index):
         return int(self._sizes[index])
 

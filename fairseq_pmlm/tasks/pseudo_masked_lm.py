@@ -186,5 +186,16 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
             raise BadInput(f"{split_path}: {e}") from None
         self.datasets[split] = dataset
 
+    def get_batch_iterator(self, dataset, max_tokens=None, *args, **kwargs):
+        """fairseq's, after checking --max-tokens: a PAR example counts its appended tokens too (a
+        context of --tokens-per-sample 512 and its [P]s and original copies: up to 672 tokens at
+        --mask-prob 0.15), and below that fairseq's batching stops on an assertion."""
+        if max_tokens is not None and isinstance(dataset, PseudoMaskedLMDataset) and max_tokens < dataset.most_tokens():
+            raise BadInput(
+                f"--max-tokens {max_tokens}: an example of --tokens-per-sample {self.cfg.tokens_per_sample} counts "
+                f"up to {dataset.most_tokens()} tokens with --objective {self.cfg.objective} (its context and "
+                f"appended tokens): give --max-tokens {dataset.most_tokens()} or more, or --batch-size")
+        return super().get_batch_iterator(dataset, max_tokens, *args, **kwargs)
+
     def max_positions(self):
         return self.cfg.tokens_per_sample
