@@ -72,3 +72,30 @@ def test_the_docs_tables_of_flags_give_the_defaults_the_code_has(doc, configs):
         for name, value in zip(names, values.split(", "), strict=True):
             want = (model if of_model else task)[name]
             assert value.strip("`") == ("off" if want is False else str(want)), (doc, name, value, want)
+
+
+def test_an_arch_name_the_configs_sizes_override_is_said_once_not_silently_ignored(monkeypatch, caplog):
+    """fairseq-hydra-train fills a dataclass model's config with its defaults (base sizes) before the
+    arch function runs, so model._name=unilmv2_small built a base model without a word; fairseq-train's
+    --arch leaves the sizes unset until the arch function, which sets them."""
+    import argparse
+    import logging
+
+    from fairseq.dataclass.utils import merge_with_parent
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+    from omegaconf import OmegaConf
+
+    from fairseq_pmlm.models import unilmv2
+
+    monkeypatch.setattr(unilmv2, "_TOLD_SIZES", set())
+    sizes = ("encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads")
+    args = argparse.Namespace()
+    with caplog.at_level(logging.WARNING):
+        ARCH_CONFIG_REGISTRY["unilmv2_small"](args)  # fairseq-train --arch unilmv2_small
+        assert tuple(getattr(args, f) for f in sizes) == (4, 256, 1024, 4) and "unilmv2_small" not in caplog.text
+        cfg = merge_with_parent(unilmv2.UniLMv2Config(), OmegaConf.create({"_name": "unilmv2_small"}))  # add_defaults
+        for _ in range(2):  # fairseq calls it once a build
+            ARCH_CONFIG_REGISTRY["unilmv2_small"](cfg)
+    assert tuple(cfg[f] for f in sizes) == (12, 768, 3072, 12)
+    assert caplog.text.count("unilmv2_small: building 12 layers x 768 (FFN 3072, 12 heads), not the arch's 4 layers "
+                             "x 256 (FFN 1024, 4 heads): the sizes given win") == 1

@@ -315,11 +315,27 @@ class UniLMv2Model(BaseFairseqModel):
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
 
+def _sizes_in_words(sizes):
+    layers, dim, ffn, heads = sizes
+    return f"{layers} layers x {dim} (FFN {ffn}, {heads} heads)"
+
+
+_TOLD_SIZES = set()  # (arch, sizes) said once a process: fairseq calls an arch function per build
+
+
 def _register_arch(name, sizes):
     @register_model_architecture("unilmv2", name)
     def arch(args):
         for field_name, size in zip(SIZE_FIELDS, sizes, strict=True):
             setattr(args, field_name, safe_getattr(args, field_name, size))
+        got = tuple(getattr(args, f) for f in SIZE_FIELDS)
+        if got != sizes and (name, got) not in _TOLD_SIZES:
+            # fairseq-hydra-train fills a dataclass model's config with its defaults (base sizes)
+            # before the arch function runs, so model._name alone could not resize it: said, not silent
+            _TOLD_SIZES.add((name, got))
+            logger.warning(f"{name}: building {_sizes_in_words(got)}, not the arch's {_sizes_in_words(sizes)}: "
+                           "the sizes given win (--encoder-layers etc.; under fairseq-hydra-train the config's "
+                           "model.* sizes, which model._name does not change)")
 
     return arch
 
