@@ -92,8 +92,9 @@ def test_fp16_resumed_run_restores_the_loss_scale_and_follows_the_uninterrupted_
 
 def test_bf16_autocast_with_fairseq_half_precision_flags_is_a_clear_error(runs):
     proc = runs["both"][0]
-    assert proc.returncode != 0
-    assert "--bf16-autocast keeps fp32 weights: drop --fp16" in proc.stdout + proc.stderr
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
+        "fairseq-train: error: --bf16-autocast keeps fp32 weights: drop --fp16/--bf16/--amp/--memory-efficient-fp16/"
+        "--memory-efficient-bf16")
     # before any update: no checkpoint (fairseq's own crash.pt dump aside)
     assert not [f for f in checkpoints(runs["both"][1]) if f.startswith("checkpoint")]
 

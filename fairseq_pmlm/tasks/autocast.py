@@ -14,6 +14,8 @@ import torch
 from fairseq.dataclass import FairseqDataclass
 from fairseq.optim import AMPOptimizer, FP16Optimizer, MemoryEfficientFP16Optimizer
 
+from ..errors import BadInput
+
 
 @dataclass
 class AutocastConfig(FairseqDataclass):
@@ -96,7 +98,7 @@ class BF16AutocastMixin:
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         if self.cfg.bf16_autocast:
             if isinstance(optimizer, (AMPOptimizer, FP16Optimizer, MemoryEfficientFP16Optimizer)):
-                raise ValueError("--bf16-autocast keeps fp32 weights: drop --fp16/--bf16/--amp/"
+                raise BadInput("--bf16-autocast keeps fp32 weights: drop --fp16/--bf16/--amp/"
                                  "--memory-efficient-fp16/--memory-efficient-bf16")
             criterion = _Autocast(criterion)
         return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)

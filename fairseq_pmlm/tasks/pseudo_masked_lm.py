@@ -130,15 +130,15 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         return self._head_warmup
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         n = self.head_warmup(model)
+        if update_num < n and isinstance(optimizer, FP16Optimizer):
+            # its fp32 copy (flat or not) gives a missing gradient zeros, which Adam steps
+            raise BadInput(
+                f"--head-warmup-updates: the LM head trains alone for {n} updates, but --fp16's optimizer "
+                "steps every parameter, a frozen one too (weight decay, Adam's step count): use "
+                "--memory-efficient-fp16 or --bf16-autocast for this run, or --head-warmup-updates 0")
+        out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         if update_num < n:
-            if isinstance(optimizer, FP16Optimizer):
-                # its fp32 copy (flat or not) gives a missing gradient zeros, which Adam steps
-                raise BadInput(
-                    f"--head-warmup-updates: the LM head trains alone for {n} updates, but --fp16's optimizer "
-                    "steps every parameter, a frozen one too (weight decay, Adam's step count): use "
-                    "--memory-efficient-fp16 or --bf16-autocast for this run, or --head-warmup-updates 0")
             # no gradient, no update: Adam skips a parameter whose .grad is None (weight decay too).
             # By identity, not by name: under DDP the names gain the wrappers' "module." prefixes
             head = {id(p) for p in self.head_parameters(model)}
