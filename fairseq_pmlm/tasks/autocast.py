@@ -99,7 +99,7 @@ class BF16AutocastMixin:
         if self.cfg.bf16_autocast:
             if isinstance(optimizer, (AMPOptimizer, FP16Optimizer, MemoryEfficientFP16Optimizer)):
                 raise BadInput("--bf16-autocast keeps fp32 weights: drop --fp16/--bf16/--amp/"
-                                 "--memory-efficient-fp16/--memory-efficient-bf16")
+                               "--memory-efficient-fp16/--memory-efficient-bf16")
             criterion = _Autocast(criterion)
         return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 
