@@ -11,14 +11,13 @@ from ..modules.attention_rule import CONTEXT, PAD
 from ..objectives import Objective
 from ..symbols import random_token_candidates
 from .blockwise_masking import MaskingConfig, build_example
-from .complete_batches import CompleteBatchesMixin
 from .document_index import build_document_index
 from .freed_memory import release_freed_memory
 
 logger = logging.getLogger(__name__)
 
 
-class PseudoMaskedLMDataset(CompleteBatchesMixin, FairseqDataset):
+class PseudoMaskedLMDataset(FairseqDataset):
     def __init__(self, lines, dictionary, tokens_per_sample, masking: MaskingConfig, objective: Objective, mask_idx,
                  pseudo_idx, seed, split="train"):
         self.lines = lines

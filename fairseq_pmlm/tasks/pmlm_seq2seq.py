@@ -29,7 +29,6 @@ from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
 
 from ..data.blockwise_masking import MaskingConfig, corrupt
-from ..data.complete_batches import CompleteBatchesMixin
 from ..data.databin_checks import check_complete, check_files
 from ..data.dict_files import dict_names
 from ..data.pmlm_dictionary import load_pmlm_dictionary
@@ -86,7 +85,7 @@ class PMLMSeq2SeqConfig(AutocastConfig):
     seed: int = II("common.seed")
 
 
-class WordDropPairDataset(CompleteBatchesMixin, LanguagePairDataset):
+class WordDropPairDataset(LanguagePairDataset):
     """LanguagePairDataset that corrupts the target *inputs* (``prev_output_tokens``) with
     s2s-ft's word drop (the targets stay intact) and skips the pairs with an empty side of the
     training and validation splits, counted in the log. A test split keeps every pair, so that
