@@ -73,6 +73,27 @@ def test_char_spans_round_trip_through_tokens_on_real_text(text_spm):
     assert text[slice(*toks.char_span(first, last))] == "ＡＢＣ"
 
 
+def test_wordpiece_spans_are_the_characters_each_piece_came_from(tmp_path):
+    """Uncased WordPiece lowercases, strips accents and splits punctuation and CJK characters off
+    words: before, every piece of such a word got the whole word's span, so the answer "Montréal"
+    was trained and predicted as "Montréal," and a CJK answer as its whole sentence."""
+    from fairseq_pmlm.text.tokenizer_files import piece_encoder
+    from fairseq_pmlm.text.vocab import map_vocab
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "montreal", "is", "a", "city", "re", "##building",
+              ",", ".", "北", "京", "是", "中", "国", "的", "首", "都", "。", "cafe"]
+    (tmp_path / "vocab.txt").write_text("".join(t + "\n" for t in tokens))
+    (tmp_path / "dict.txt").write_text(map_vocab(tokens).dict_txt())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    text = "北京是中国的首都。 Montréal, a city, is rebuilding its café."
+    toks = align(piece_encoder(tmp_path), text)
+    assert toks.pieces[:3] == ["北", "京", "是"] and "##building" in toks.pieces and "<unk>" in toks.pieces  # its
+    for answer in ("北京", "中国的首都", "Montréal", "Montréal, a city", "rebuilding", "building", "café"):
+        start = text.index(answer)
+        first, last = toks.token_span(start, start + len(answer))
+        assert text[slice(*toks.char_span(first, last))] == answer
+
+
 @pytest.mark.parametrize("n,room,stride", [(1, 5, 2), (5, 5, 2), (6, 5, 2), (100, 27, 8), (97, 10, 10), (40, 7, 13)])
 def test_windows_cover_every_passage_token(n, room, stride):
     spans = windows(n, room, stride)

@@ -1,12 +1,17 @@
-"""Passage text <-> sentencepiece tokens, with the character span of every token.
+"""Passage text <-> tokens, with the character span of every token.
 
-The passage is split at whitespace into words first (BERT's SQuAD recipe), each word is
-encoded on its own (sentencepiece pieces never cross whitespace, so this equals encoding the
-whole text), and each piece gets the character span it covers in the original text. When
+WordPiece (a tokenizer with ``encode_with_offsets``): the spans are the ones the tokenizer maps
+each piece back to, also where it lowercased, stripped accents or split CJK characters off a word
+("Montréal," -> "montreal" [0, 8) and "," [8, 9)).
+
+sentencepiece: the passage is split at whitespace into words first (BERT's SQuAD recipe), each
+word is encoded on its own (sentencepiece pieces never cross whitespace, so this equals encoding
+the whole text), and each piece gets the character span it covers in the original text. When
 sentencepiece's normalisation changed a word (NFKC folding, unknown characters), its pieces
 cannot be placed inside it and all of them get the whole word's span: answers then still map
-to original text, at word precision. Offsets are Python string indices, as SQuAD's
-``answer_start``.
+to original text, at word precision.
+
+Offsets are Python string indices, as SQuAD's ``answer_start``.
 """
 import re
 from dataclasses import dataclass
@@ -40,7 +45,11 @@ class AlignedTokens:
 
 
 def align(sp, text):
-    """Encode ``text`` with the SentencePieceProcessor ``sp``; -> AlignedTokens."""
+    """Encode ``text`` with ``sp`` (a SentencePieceProcessor, or WordPiece's symbols: see the
+    module's text); -> AlignedTokens."""
+    if hasattr(sp, "encode_with_offsets"):
+        pieces, spans = sp.encode_with_offsets(text)
+        return AlignedTokens(pieces, [s for s, _ in spans], [e for _, e in spans])
     pieces, starts, ends = [], [], []
     for m in WORD.finditer(text):
         word, w0 = m.group(), m.start()

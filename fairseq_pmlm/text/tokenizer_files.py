@@ -119,6 +119,9 @@ class _WordPieceSymbols:
         assert out_type is str, "only pieces (out_type=str) are produced"
         return self.encoder.encode_lines([text])[0].split()
 
+    def encode_with_offsets(self, text):
+        return self.encoder.encode_with_offsets(text)
+
 
 def piece_encoder(directory):
     """Text -> the dictionary symbols of its pieces, with ``directory``'s tokenizer: an object

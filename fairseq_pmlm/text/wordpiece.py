@@ -25,6 +25,12 @@ class WordPieceEncoder:
         self.tokenizer = bert_tokenizer(vocab_path, self.cased)
         self.symbol_of = self.mapping.row_symbols()
 
+    def encode_with_offsets(self, text):
+        """``text`` -> (symbols, [(start, end)]): each piece's span of ``text`` as the tokenizer maps
+        it back, also where it lowercased, stripped accents or split CJK characters off a word."""
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [self.symbol_of[r] for r in enc["input_ids"]], [tuple(o) for o in enc["offset_mapping"]]
+
     def encode_lines(self, lines):
         """Lines (without newlines) -> lines of space-separated fairseq symbols."""
         out = [""] * len(lines)
