@@ -233,8 +233,34 @@ def test_answer_not_matching_the_passage_is_skipped_and_counted(tmp_path, caplog
 
 def test_v2_question_in_a_v1_run_names_the_flag(tmp_path):
     path = squad_file(tmp_path, [{"id": "n1", "question": "Why?", "answers": [], "is_impossible": True}])
-    with pytest.raises(SquadFormatError, match=r"question n1: is_impossible in a SQuAD v1.1 run \(pass --squad-v2"):
+    with pytest.raises(SquadFormatError, match=r"question n1: is_impossible in a SQuAD v1.1 run \(SQuAD 2.0 data: "
+                                               r"fine-tune with --squad-v2\)$"):
         read_squad_json(path, training=True, version_2=False)
+
+
+def test_questions_without_answers_are_read_for_prediction_not_for_training(tmp_path):
+    """predict_squad.py answers a file of questions alone; it stopped on "no answers"."""
+    path = squad_file(tmp_path, [{"id": "u1", "question": "Who sat?"}, {"id": "u2", "question": "Where?",
+                                                                          "answers": []}])
+    examples, _ = read_squad_json(path, training=False, version_2=False)
+    assert [(e.qid, e.answers, e.is_impossible) for e in examples] == [("u1", [], False), ("u2", [], False)]
+    with pytest.raises(SquadFormatError, match=r"question u1: no answers and not is_impossible"):
+        read_squad_json(path, training=True, version_2=False)
+
+
+@pytest.mark.parametrize("data, where", [
+    (["x"], r"data\[0\]: not a SQuAD article \(an object with a \"paragraphs\" list\)"),
+    ([{"paragraphs": {"context": "c"}}], r"data\[0\]: not a SQuAD article"),
+    ([{"paragraphs": ["c"]}], r"data\[0\].paragraphs\[0\]: not a SQuAD paragraph"),
+    ([{"paragraphs": [{"context": "c", "qas": ["q"]}]}], r"data\[0\].paragraphs\[0\].qas\[0\]: not a question"),
+    ([{"paragraphs": [{"context": "c", "qas": [{"id": "q", "question": "?", "answers": "c"}]}]}],
+     r"question q: \"answers\" is not a list"),
+])
+def test_json_of_another_shape_names_the_file_and_the_place_not_a_traceback(tmp_path, data, where):
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({"data": data}))
+    with pytest.raises(SquadFormatError, match=rf"^{re.escape(str(path))}: {where}"):
+        read_squad_json(path, training=False, version_2=True)
 
 
 # ---------------------------------------------------------------- fine-tuning end to end

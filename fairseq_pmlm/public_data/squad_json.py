@@ -30,7 +30,8 @@ class SquadExample:
 def read_squad_json(path, training, version_2):
     """-> (examples, skipped). ``training``: the first answer must be the passage text at its
     ``answer_start`` (it becomes the target span); examples where it is not are skipped and
-    counted. Evaluation files keep every gold answer as text only."""
+    counted. Evaluation files keep every gold answer as text only, and a question to answer may
+    have none."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -40,11 +41,21 @@ def read_squad_json(path, training, version_2):
         raise SquadFormatError(f"{path}: not a SQuAD file (no top-level \"data\" list)")
     examples, skipped, mismatched = [], 0, []
     for a, article in enumerate(data["data"]):
-        for p, para in enumerate(article.get("paragraphs", [])):
+        paragraphs = article.get("paragraphs", []) if isinstance(article, dict) else None
+        if not isinstance(paragraphs, list):
+            raise SquadFormatError(f"{path}: data[{a}]: not a SQuAD article (an object with a \"paragraphs\" list)")
+        for p, para in enumerate(paragraphs):
+            where = f"data[{a}].paragraphs[{p}]"
+            qas = para.get("qas", []) if isinstance(para, dict) else None
+            if not isinstance(qas, list):
+                raise SquadFormatError(f"{path}: {where}: not a SQuAD paragraph (an object with a \"qas\" list)")
             context = para.get("context")
             if not isinstance(context, str) or not context.strip():
-                raise SquadFormatError(f"{path}: data[{a}].paragraphs[{p}]: missing or empty \"context\"")
-            for qa in para.get("qas", []):
+                raise SquadFormatError(f"{path}: {where}: missing or empty \"context\"")
+            for q, qa in enumerate(qas):
+                if not isinstance(qa, dict):
+                    raise SquadFormatError(f"{path}: {where}.qas[{q}]: not a question (an object with \"id\", "
+                                           "\"question\", \"answers\")")
                 qid = qa.get("id")
                 if not qid:
                     raise SquadFormatError(f"{path}: data[{a}].paragraphs[{p}]: a question without an \"id\"")
@@ -54,15 +65,18 @@ def read_squad_json(path, training, version_2):
                 impossible = bool(qa.get("is_impossible", False))
                 if impossible and not version_2:
                     raise SquadFormatError(f"{path}: question {qid}: is_impossible in a SQuAD v1.1 run "
-                                           "(pass --squad-v2 for SQuAD 2.0 data)")
+                                           "(SQuAD 2.0 data: fine-tune with --squad-v2)")
                 answers = []
-                for ans in qa.get("answers", []):
+                gold = qa.get("answers", [])
+                if not isinstance(gold, list):
+                    raise SquadFormatError(f"{path}: question {qid}: \"answers\" is not a list")
+                for ans in gold:
                     if not isinstance(ans, dict) or not isinstance(ans.get("text"), str) \
                             or not isinstance(ans.get("answer_start"), int):
                         raise SquadFormatError(f"{path}: question {qid}: an answer needs \"text\" and an "
                                                "integer \"answer_start\"")
                     answers.append((ans["text"], ans["answer_start"]))
-                if not answers and not impossible:
+                if training and not answers and not impossible:  # (questions to answer need none)
                     raise SquadFormatError(f"{path}: question {qid}: no answers and not is_impossible")
                 if training and not impossible:
                     text, start = answers[0]
