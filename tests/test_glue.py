@@ -127,9 +127,10 @@ def test_tsv_row_with_missing_columns_names_file_and_line(tmp_path):
     bad_label = write(tmp_path / "dev.tsv", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n")
     with pytest.raises(GlueFormatError, match=r"dev\.tsv:2: RTE label 'maybe' is not one of"):
         read_glue_tsv(bad_label, TASKS["RTE"])
-    bad_score = write(tmp_path / "sts.tsv", "h\n" + "\t".join(["x"] * 9 + ["high"]) + "\n")
-    with pytest.raises(GlueFormatError, match=r"sts\.tsv:2: STS-B score 'high' is not a number"):
-        read_glue_tsv(bad_score, TASKS["STS-B"])
+    for score in ("high", "nan", "-inf"):  # float() takes the last two: the loss was NaN at the first update
+        bad_score = write(tmp_path / "sts.tsv", "h\n" + "\t".join(["x"] * 9 + [score]) + "\n")
+        with pytest.raises(GlueFormatError, match=rf"sts\.tsv:2: STS-B score '{score}' is not a number"):
+            read_glue_tsv(bad_score, TASKS["STS-B"])
 
 
 def test_qqp_rows_with_missing_columns_are_skipped_and_counted(tmp_path):

@@ -192,7 +192,9 @@ def test_one_run_answers_several_queries_as_bash_arrays_whatever_the_paths_hold(
         "recipe_info.py: error: --shell: expected NAME SUBCOMMAND ARGS between +, got '1N gpus'"
 
 
-def test_glue_report_gives_the_best_epoch_of_the_metric_per_dev_set(tmp_path):
+def test_glue_report_gives_every_dev_set_at_the_epoch_of_checkpoint_best(tmp_path):
+    """checkpoint_best.pt is the epoch where the first dev set's metric is best (the later one of a
+    tie); MNLI-mismatched (valid1) was reported at its own best epoch, which no saved model has."""
     def record(subset, epoch, **values):
         rec = {"epoch": epoch, **{f"{subset}_{k}": str(v) for k, v in values.items()}}
         return f"2026-01-01 00:00:00 | INFO | {subset} | {json.dumps(rec)}\n"
@@ -202,7 +204,11 @@ def test_glue_report_gives_the_best_epoch_of_the_metric_per_dev_set(tmp_path):
                    + record("valid", 2, mcc=20, accuracy=65) + record("valid1", 2, mcc=25, accuracy=90))
     assert recipe_info.glue_report(str(log), "CoLA", "mcc") == [
         "finetune_glue: CoLA valid (best epoch 2): mcc 20.00, accuracy 65.00",
-        "finetune_glue: CoLA valid1 (best epoch 1): mcc 30.00, accuracy 60.00"]
+        "finetune_glue: CoLA valid1 (epoch 2, the best on valid): mcc 25.00, accuracy 90.00"]
+    with open(log, "a") as f:  # a tie on valid: fairseq saves the later epoch as the best
+        f.write(record("valid", 3, mcc=20, accuracy=50) + record("valid1", 3, mcc=5, accuracy=40))
+    assert recipe_info.glue_report(str(log), "CoLA", "mcc")[0] == \
+        "finetune_glue: CoLA valid (best epoch 3): mcc 20.00, accuracy 50.00"
     with pytest.raises(ValueError, match="no dev f1 in"):
         recipe_info.glue_report(str(log), "MRPC", "f1")
 

@@ -7,6 +7,7 @@ official training file has such rows and whose reference processors skip them: t
 skipped and counted.
 """
 import csv
+import math
 import sys
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -69,9 +70,11 @@ def read_glue_tsv(path, task: GlueTask):
             label = fields[task.label_column].strip()
             if task.labels is None:
                 try:
-                    float(label)
+                    finite = math.isfinite(float(label))  # ("nan", "inf" parse: a loss of NaN later)
                 except ValueError:
-                    raise GlueFormatError(f"{path}:{line_no}: {task.name} score {label!r} is not a number") from None
+                    finite = False
+                if not finite:
+                    raise GlueFormatError(f"{path}:{line_no}: {task.name} score {label!r} is not a number")
             elif label not in task.labels:
                 raise GlueFormatError(f"{path}:{line_no}: {task.name} label {label!r} is not one of "
                                       f"{', '.join(task.labels)}")

@@ -17,19 +17,31 @@ def glue_meta(data):
 
 
 def glue_report(log, task, metric):
-    """The dev results of the epoch with the best value of the task's metric, per dev set, from
-    a ``--log-format json`` fairseq-train log; one line each."""
+    """The dev results of checkpoint_best.pt's epoch, from a ``--log-format json`` fairseq-train log,
+    one line per dev set: the epoch where the first dev set (``valid``, the one fairseq's
+    ``--best-checkpoint-metric`` reads) has the best value of the task's metric (the later of equal
+    ones: fairseq's best checkpoint is replaced on a tie), the other dev sets (MNLI's mismatched
+    ``valid1``) at that same epoch, not at their own best."""
     shown = GLUE_SHOWN.get(metric, [metric])
-    best = {}
+    by_epoch, subsets = {}, []  # {epoch: {subset: values}}, the dev sets in log order
     with open(log, encoding="utf-8") as f:
         for line in f:
             m = re.search(r"\| (valid\w*) \| (\{.*\})$", line.strip())
             if m:
                 subset, rec = m.group(1), json.loads(m.group(2))
                 values = {k: float(rec[f"{subset}_{k}"]) for k in shown if f"{subset}_{k}" in rec}
-                if metric in values and values[metric] > best.get(subset, {}).get(metric, float("-inf")):
-                    best[subset] = dict(values, epoch=int(rec["epoch"]))
-    if not best:
+                if metric in values:
+                    by_epoch.setdefault(int(rec["epoch"]), {})[subset] = values
+                    subsets += [subset] if subset not in subsets else []
+    if not subsets:
         raise ValueError(f"no dev {metric} in {log}")
-    return [f"finetune_glue: {task} {subset} (best epoch {v.pop('epoch')}): "
-            + ", ".join(f"{k} {x:.2f}" for k, x in v.items()) for subset, v in best.items()]
+    first = subsets[0]
+    epoch = max((e for e in by_epoch if first in by_epoch[e]), key=lambda e: (by_epoch[e][first][metric], e))
+    lines = []
+    for subset in subsets:
+        values = by_epoch[epoch].get(subset)
+        how = f"best epoch {epoch}" if subset == first else f"epoch {epoch}, the best on {first}"
+        if values is not None:
+            shown_values = ", ".join(f"{k} {x:.2f}" for k, x in values.items())
+            lines.append(f"finetune_glue: {task} {subset} ({how}): {shown_values}")
+    return lines
