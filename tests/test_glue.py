@@ -313,3 +313,5 @@ def test_the_hub_encodes_a_pair_as_fine_tuning_fed_it(recipe, separator, tmp_pat
     _, a, b, _ = (run["tsv"] / "dev.tsv").read_text().splitlines()[1].split("\t")
     assert hub.encode(a, b).tolist() == fed.tolist()
     assert fed.tolist().count(hub.src_dict.eos()) == (3 if separator else 2)
+    # and decode gives the two texts back, as RoBERTa's (the separator made an empty middle one)
+    assert hub.decode(fed) == [hub.decode(hub.encode(a)), hub.decode(hub.encode(b))]

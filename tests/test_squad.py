@@ -185,6 +185,15 @@ def test_exact_match_and_f1_hand_values():
     assert out["HasAns_total"] == 3 and out["NoAns_exact"] == 100
 
 
+def test_a_question_without_a_prediction_scores_0_in_v1_and_is_left_out_in_v2_as_the_official_scripts():
+    v1 = [ex("1", "Denver Broncos"), ex("2", "1990s"), ex("3", "Peter"), ex("4", "Paris")]
+    preds = {"1": "Denver Broncos", "2": "1990s", "3": "Peter"}
+    out = evaluate(v1, preds)
+    assert (out["exact"], out["total"], out["missing"]) == (75.0, 4, 1)  # was 100.0 over 3
+    out = evaluate(v1 + [ex("5", impossible=True)], {**preds, "5": ""})
+    assert (out["exact"], out["total"], out["missing"]) == (100.0, 4, 1)
+
+
 def test_best_no_answer_threshold_hand_values():
     examples = [ex("a", "x"), ex("b", "y"), ex("c", impossible=True), ex("d", impossible=True)]
     preds = {"a": "x", "b": "wrong", "c": "z", "d": ""}
@@ -261,6 +270,18 @@ def test_json_of_another_shape_names_the_file_and_the_place_not_a_traceback(tmp_
     path.write_text(json.dumps({"data": data}))
     with pytest.raises(SquadFormatError, match=rf"^{re.escape(str(path))}: {where}"):
         read_squad_json(path, training=False, version_2=True)
+
+
+@pytest.mark.parametrize("split, message", [("valid", r"^SQuAD file not found: .*nope\.json$"),
+                                            ("train", r"^no SQuAD file for split 'train': pass --train-json$")])
+def test_a_missing_squad_file_is_a_one_line_error(tmp_path, split, message):
+    from fairseq_pmlm.errors import OneLineError
+    from fairseq_pmlm.tasks.squad import PMLMSquadConfig, PMLMSquadTask
+
+    task = PMLMSquadTask(PMLMSquadConfig(data=str(tmp_path), valid_json=str(tmp_path / "nope.json")),
+                         make_dictionary(), sp=None)
+    with pytest.raises(OneLineError, match=message):
+        task.load_dataset(split)
 
 
 # ---------------------------------------------------------------- fine-tuning end to end

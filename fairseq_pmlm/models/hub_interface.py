@@ -135,10 +135,8 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
         [EOS] between segments (``</s> </s>``): the hub encodes as it was trained. ``no_separator``
         drops what stands between segments, as in RoBERTa's hub."""
         d = self.src_dict
-        between = [d.eos()]
-        separator = self.cfg.task.get("separator_token") if self.cfg.task._name == "sentence_prediction" else None
-        if separator is not None:
-            between.append(int(separator))
+        separator = self._separator()
+        between = [d.eos()] + ([separator] if separator is not None else [])
         ids = [d.bos()]
         for i, text in enumerate((sentence,) + addl_sentences):
             ids += d.encode_line(self._pieces(text), append_eos=False, add_if_not_exist=False).long().tolist()
@@ -148,14 +146,23 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
                 ids += between
         return torch.tensor(ids, dtype=torch.long)
 
+    def _separator(self):
+        """RoBERTa's ``--separator-token`` of a classifier fine-tuned with one, else None."""
+        separator = self.cfg.task.get("separator_token") if self.cfg.task._name == "sentence_prediction" else None
+        return None if separator is None else int(separator)
+
     def decode(self, tokens):
-        """Text of ``tokens``; a list of texts if they hold several [EOS]-separated segments."""
+        """Text of ``tokens``; a list of texts if they hold several [EOS]-separated segments (a
+        separator token after an [EOS], as ``encode`` puts it there, separates, as in RoBERTa's)."""
         d = self.src_dict
         tokens = tokens.tolist() if torch.is_tensor(tokens) else list(tokens)
         if tokens and tokens[0] == d.bos():
             tokens = tokens[1:]
+        separator = self._separator()
         segments, current = [], []
-        for t in tokens:
+        for i, t in enumerate(tokens):
+            if t == separator and i > 0 and tokens[i - 1] == d.eos() and (i < 2 or tokens[i - 2] != d.eos()):
+                continue  # (with separator [EOS]: the second of a pair, not a third)
             if t == d.eos():
                 segments.append(current)
                 current = []

@@ -78,9 +78,12 @@ def evaluate(examples, predictions, null_odds=None):
     if not exact:
         raise ValueError("no question of the data set has a prediction")
     has_answer = {ex.qid: bool(ex.answers) for ex in examples}  # the official qid_to_has_ans
-    out = {"exact": 100.0 * sum(exact.values()) / len(exact), "f1": 100.0 * sum(f1.values()) / len(f1),
-           "total": len(exact), "missing": len(examples) - len(exact)}
-    if any(ex.is_impossible for ex in examples):
+    v2 = any(ex.is_impossible for ex in examples)
+    # a question without a prediction: v1.1's script scores it 0, v2.0's leaves it out
+    total = len(exact) if v2 else len(examples)
+    out = {"exact": 100.0 * sum(exact.values()) / total, "f1": 100.0 * sum(f1.values()) / total,
+           "total": total, "missing": len(examples) - len(exact)}
+    if v2:
         for name, want in (("HasAns", True), ("NoAns", False)):
             qids = [q for q in exact if has_answer[q] == want]
             if qids:

@@ -18,6 +18,7 @@ from omegaconf import MISSING
 from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..data.squad_dataset import SquadDataset
 from ..data.squad_features import encode_example, make_features
+from ..errors import InputNotFound
 from ..public_data.squad_json import read_squad_json
 from ..symbols import SPAN_HEAD
 from ..text.tokenizer_files import piece_encoder
@@ -53,7 +54,7 @@ class PMLMSquadTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         try:
             pieces = piece_encoder(cfg.data)
         except ValueError as e:
-            raise FileNotFoundError(str(e)) from None
+            raise InputNotFound(str(e)) from None
         return cls(cfg, dictionary, pieces)
 
     def squad_features(self, path, training):
@@ -71,9 +72,9 @@ class PMLMSquadTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         path = {"train": self.cfg.train_json, "valid": self.cfg.valid_json}.get(split, "")
         if not path:
-            raise FileNotFoundError(f"no SQuAD file for split {split!r}: pass --{split}-json")
+            raise InputNotFound(f"no SQuAD file for split {split!r}: pass --{split}-json")
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"SQuAD file not found: {path}")
+            raise InputNotFound(f"SQuAD file not found: {path}")
         _, _, features = self.squad_features(path, training=True)
         self.datasets[split] = SquadDataset(features, self.dictionary, shuffle=(split == "train"))
 
