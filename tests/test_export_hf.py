@@ -158,8 +158,11 @@ def test_hf_modeling_buckets_equal_the_plugins_on_minus_700_to_700():
                            relative_position_bucket(grid, buckets, distance))
 
 
+@pytest.mark.parametrize("head", ["trained head", "untrained head"])
 @pytest.mark.parametrize("fmt", export.FORMATS)
-def test_export_then_import_gives_back_the_same_checkpoint_bit_for_bit(tiny, tmp_path, fmt):
+def test_export_then_import_gives_back_the_same_checkpoint_bit_for_bit(tiny, tmp_path, fmt, head):
+    """The record of an untrained MLM head too (a source without one, as all-MiniLM-L6-v2): the export
+    has a head either way, and importing it again recorded it trained (no head warm-up after)."""
     src = tmp_path / "plugin"
     os.makedirs(src)
     for f in ("dict.txt", "vocab.txt", "tokenizer_config.json"):
@@ -168,8 +171,10 @@ def test_export_then_import_gives_back_the_same_checkpoint_bit_for_bit(tiny, tmp
     for k, v in state["model"].items():  # the released UniLMv2 layout has no key bias
         if k.endswith("attn.key.bias"):
             v.zero_()
+    state["model"]["lm_head_trained"].fill_(float(head == "trained head"))
     torch.save(state, src / "model.pt")
-    export.export_checkpoint(str(src / "model.pt"), str(tmp_path / "out"), fmt=fmt)
+    info = export.export_checkpoint(str(src / "model.pt"), str(tmp_path / "out"), fmt=fmt)
+    assert any("the MLM head is untrained" in n for n in info["notes"]) == (head == "untrained head")
     convert.import_checkpoint(str(tmp_path / "out"), str(tmp_path / "back"))
     a, b = state["model"], torch.load(tmp_path / "back" / "model.pt")["model"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -699,6 +699,10 @@ BAD = {
                                          ["missing key(s)", "bert.encoder.rel_pos_bias.weight"]),
     "unsupported_activation": (dict(edit_config=lambda c: c.__setitem__("hidden_act", "gelu_new")),
                                ["hidden_act 'gelu_new'"]),
+    # a bare RobertaModel's keys are a BertModel's: it converted, every output off (positions from pad + 1)
+    "a_roberta_with_bert_keys": (dict(edit_config=lambda c: c.__setitem__("model_type", "roberta")),
+                                 ["config.json: model_type 'roberta' is not BERT's layout (converted: bert, "
+                                  "electra, unilm, unilmv2)"]),
     "neither_vocab_txt_nor_tokenizer_json": (dict(vocab_as=None), ["no vocab.txt or tokenizer.json found"]),
     "tokenizer_json_of_another_kind": (dict(vocab_as="bpe"), ["tokenizer.json: a BPE tokenizer, not WordPiece"]),
 }

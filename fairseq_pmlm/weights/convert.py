@@ -204,6 +204,16 @@ def read_text_lines(path):
                               f"(byte 0x{raw[e.start]:02x}): give UTF-8 text") from None
 
 
+def recorded_head_state(config_path):
+    """config.json's record of a trained MLM head (the plugin's exports write it), or None."""
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            value = json.load(f).get(layouts.HEAD_TRAINED_KEY)
+    except (OSError, ValueError, AttributeError):
+        return None  # (read_source has judged the file already)
+    return None if value is None else bool(value)
+
+
 def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, arch=None, cased=None,
                       zero_rel_pos=None, force=False, layers=None, keep_pieces_of=None):
     """Convert; returns a dict describing what was written (arch, flags, notes)."""
@@ -264,8 +274,10 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
         for k, v in tensors.items():
             full["transformer." + k] = v
         full["transformer.lm_head.weight"] = tensors["embed_tokens.weight"]
-        # the pre-training task warms a head the source did not have before it trains the rest
-        full[LM_HEAD_TRAINED] = torch.tensor(float("lm_head.bias" in tensors))
+        # the pre-training task warms a head the source did not have before it trains the rest (an
+        # export of the plugin's says whether its head was trained: it always has one)
+        trained = recorded_head_state(config)
+        full[LM_HEAD_TRAINED] = torch.tensor(float("lm_head.bias" in tensors if trained is None else trained))
         model.load_state_dict(full, strict=True)
         with output.writing("model.pt") as path:
             checkpoint.save(checkpoint.checkpoint_state(cfg, model.state_dict()), path)

@@ -210,6 +210,10 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
     tensors["lm_head.bias"][dropped] = -10000.0
     sd = layouts.from_plugin(tensors, shape)
     config = layouts.hf_config(shape, len(names), names.index("[PAD]"))
+    config[layouts.HEAD_TRAINED_KEY] = bool(model.lm_head_trained >= 0.5)
+    if not config[layouts.HEAD_TRAINED_KEY]:
+        notes.append("the MLM head is untrained (the converted source had none): its logits mean nothing until "
+                     f"pre-training trains it (config.json: {layouts.HEAD_TRAINED_KEY} false)")
     with checkpoint.output_directory(out_dir, force) as output:
         tmp = output.path
         if fmt == "hf":

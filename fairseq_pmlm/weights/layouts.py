@@ -34,6 +34,11 @@ S2SFT_TIED = HEAD + "decoder_weight"
 S2SFT_LOSS_BUFFERS = ("crit_mask_lm_smoothed.one_hot",)
 
 
+# config.json model types whose weights are BERT's layout: BERT, an ELECTRA discriminator, s2s-ft's
+# UniLMv2 and the plugin's export
+BERT_LIKE_TYPES = {"bert", "electra", "unilm", "unilmv2"}
+
+
 def _need(config, key, where):
     if key not in config:
         raise ConversionError(f"{where} lacks {key!r}")
@@ -44,6 +49,12 @@ def read_config(config, where="config.json"):
     """A BERT/UniLMv2 config.json (as a dict) -> (TransformerShape, vocab size); every value read,
     none assumed. ``rel_pos_bins``/``max_rel_pos`` are s2s-ft's names for the relative table
     (``rel_pos_bins`` 0 or absent: none)."""
+    kind = config.get("model_type")
+    if kind is not None and kind not in BERT_LIKE_TYPES:
+        # a bare RoBERTa's keys read like a BERT's, and it converted without a word (its positions
+        # start at pad + 1: every output off)
+        raise ConversionError(f"{where}: model_type {kind!r} is not BERT's layout (converted: "
+                              f"{', '.join(sorted(BERT_LIKE_TYPES))})")
     act = _need(config, "hidden_act", where)
     if act != "gelu":
         raise ConversionError(f"{where}: hidden_act {act!r} is not supported (this model uses exact GELU, 'gelu')")
@@ -280,6 +291,11 @@ def fuse_qkv(sd, n_layers):
         if out.pop(p + "key.bias").any():
             dropped.append(i)
     return out, dropped
+
+
+# config.json's record of the MLM head: False where it was never trained (a source without one,
+# all-MiniLM-L6-v2), so that importing the export again keeps the head warm-up and fill_mask's warning
+HEAD_TRAINED_KEY = "pmlm_lm_head_trained"
 
 
 def hf_config(shape: TransformerShape, vocab_size, pad_token_id):
