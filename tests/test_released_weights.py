@@ -748,6 +748,22 @@ def test_command_line_reports_errors_in_one_line_and_exit_code_2(tmp_path, bert_
     assert not (tmp_path / "out").exists()
 
 
+def test_the_exports_tokenizer_gives_a_token_listed_twice_the_row_the_plugin_gives(tmp_path):
+    """The export's tokenizer.json gave the first, shadowed row of a duplicated token."""
+    from tokenizers import Tokenizer
+
+    from fairseq_pmlm.text import wordpiece
+
+    tokens = ["[PAD]", "a", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "b", "a", "d"]
+    vocab.write_vocab(tmp_path / "vocab.txt", tokens)
+    m = vocab.map_vocab(tokens)
+    names, _ = vocab.symbols_to_vocab(m.symbols, None)  # the export's vocab.txt, without --vocab
+    plugin = wordpiece.WordPieceEncoder(str(tmp_path / "vocab.txt"), cased=False).encode_lines(["a b a d"])[0].split()
+    exported = Tokenizer.from_str(wordpiece.tokenizer_json(str(tmp_path / "vocab.txt"), False, names))
+    assert [names[i] for i in exported.encode("a b a d", add_special_tokens=False).ids] == plugin == \
+        ["a", "b", "a", "d"]
+
+
 def test_vocab_module_spells_the_tasks_symbols():
     from fairseq_pmlm.tasks import pseudo_masked_lm
 

@@ -57,7 +57,9 @@ def tokenizer_json(vocab_path, cased, names):
     index = {n: i for i, n in enumerate(names)}
     unk = index["[UNK]"]
     ids = {}
-    for token, symbol in zip(tokens, vocab_mod.map_vocab(tokens).row_symbols()):
+    # the last row of a token listed twice is the one WordPiece gives (the plugin and transformers
+    # alike; map_vocab names the earlier one unreachable): last first, so that it is the one kept
+    for token, symbol in reversed(list(zip(tokens, vocab_mod.map_vocab(tokens).row_symbols()))):
         name = vocab_mod.FAIRSEQ_TO_BERT.get(symbol, symbol)
         ids.setdefault(token, index.get(name, index.get(token, unk)))
     for name, i in index.items():  # rows without a piece of their own ([P]): decodable by name
