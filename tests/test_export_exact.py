@@ -167,6 +167,29 @@ def plain_fairseq_train_checkpoint(ckpt, data_dir, out):
     return out / "checkpoint_last.pt"
 
 
+def test_hf_export_of_a_cut_dictionary_with_the_original_vocab_is_a_drop_in_for_its_tokenizer(cut, tmp_path):
+    """--vocab restores the original tokenizer's ids; for a cut dictionary the export was refused ("the
+    given vocab.txt is not the one this model's dictionary was made from", though it was): now the
+    whole vocab, each dropped row holding [UNK]'s embedding, as the s2s-ft export does."""
+    from transformers import AutoModel, BertTokenizer
+
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Model
+
+    plugin = cut[0]
+    original = plugin.parent / "bert" / "vocab.txt"
+    info = export.export_checkpoint(str(plugin / "model.pt"), str(tmp_path / "hf"), original_vocab=str(original))
+    assert any("is that whole vocab" in n for n in info["notes"])
+    assert vocab.read_vocab(tmp_path / "hf" / "vocab.txt") == vocab.read_vocab(original) + ["[P]"]  # (its own row)
+    hub = UniLMv2Model.from_pretrained(str(plugin))
+    theirs = BertTokenizer(str(original), do_lower_case=True)
+    model = AutoModel.from_pretrained(tmp_path / "hf", trust_remote_code=True).eval()
+    for line in [t for t in stdlib_docstrings(TEST_FROM)[1] if 60 < len(t) < 300][:4]:
+        enc = theirs(line, return_tensors="pt")
+        with torch.no_grad():
+            got, want = model(**enc).last_hidden_state[0], hub.extract_features(hub.encode(line))[0]
+        assert got.shape == want.shape and (got - want).abs().max() <= 1e-5
+
+
 def test_export_finds_the_tokenizer_beside_the_data_of_a_checkpoint_that_records_none(cut, tmp_path):
     from transformers import AutoTokenizer
 

@@ -186,17 +186,19 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
                      "decodes as the plugin; s2s-ft's word drop would feed [P]'s row too")
     full = None
     try:
-        full = vocab.read_vocab(tok.path) if fmt == "s2s-ft" and not original_vocab else None
+        # the whole vocab the dictionary was made from: the one given (--vocab: its ids restored), or
+        # for s2s-ft the tokenizer's (s2s-ft tokenizes with vocab.txt alone)
+        source = original_vocab or (tok.path if fmt == "s2s-ft" else None)
+        full = vocab.read_vocab(source) if source else None
         if full is not None and vocab.map_vocab(full).symbols != dictionary.symbols:
-            # a cut dictionary: s2s-ft tokenizes with vocab.txt alone, so it gets the whole vocab back
+            # a cut dictionary: the whole vocab back, so that its tokenizer gives the plugin's pieces
             names, order = vocab.uncut_vocab(dictionary.symbols, full)
             kept = sum(o >= 0 for o in order[:len(full)])
-            notes.append(f"the dictionary keeps {kept} of the {len(full)} rows of {tok.path}: vocab.txt "
-                         "is that whole vocab (s2s-ft's tokenizer then gives the plugin's pieces), a dropped row "
+            notes.append(f"the dictionary keeps {kept} of the {len(full)} rows of {source}: vocab.txt "
+                         "is that whole vocab (its tokenizer then gives the plugin's pieces), a dropped row "
                          "holds [UNK]'s embedding and an output bias of -10000 (never produced)")
         else:
-            names, order = vocab.symbols_to_vocab(dictionary.symbols, vocab.read_vocab(original_vocab)
-                                                  if original_vocab else None)
+            names, order = vocab.symbols_to_vocab(dictionary.symbols, full if original_vocab else None)
     except (OSError, ValueError) as e:
         where = f"--vocab {original_vocab}" if original_vocab else tok.path if full is not None else dict_path
         raise ConversionError(f"{where}: {str(e).splitlines()[0]}") from None
