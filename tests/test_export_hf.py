@@ -5,6 +5,7 @@ Sources: a random ``unilmv2_tiny`` with the default relative table (32 buckets, 
 trained here), and the pinned all-MiniLM-L6-v2 (real weights) with a random relative table, on
 real sentences. Max abs differences are printed (``pytest -s``).
 """
+import argparse
 import json
 import os
 
@@ -200,10 +201,19 @@ def test_bad_exports_fail_in_one_line_and_write_nothing(tiny, tmp_path, vocab_to
     (tmp_path / "taken").mkdir()
     other = tmp_path / "roberta.pt"
     torch.save({"cfg": {"model": {"_name": "roberta_base"}}, "model": {}}, other)
+    legacy = tmp_path / "checkpoint_last.pt"  # stock fairseq 0.12's: its args an argparse.Namespace
+    torch.save({"args": argparse.Namespace(arch="roberta_base"), "model": {}}, legacy)
+    empty = tmp_path / "empty.pt"
+    empty.write_bytes(b"")
     wrong_vocab = tmp_path / "wrong-vocab.txt"
     vocab.write_vocab(wrong_vocab, vocab_tokens[:-3])
     cases = [((ckpt, str(tmp_path / "taken")), {}, "exists: pass --force to replace it"),
              ((str(other), str(tmp_path / "a")), {}, "is not a checkpoint of this plugin's unilmv2 model"),
+             # it said torch's first line (with terminal colour codes), and the hub: "delete it"
+             ((str(legacy), str(tmp_path / "a")), {},
+              f"checkpoint {legacy} cannot be loaded (torch's weights_only loading refuses the argparse.Namespace in "
+              "it): not a checkpoint of this plugin's, but of another program or an older fairseq"),
+             ((str(empty), str(tmp_path / "a")), {}, f"checkpoint {empty} is unreadable (an empty file)"),
              ((ckpt, str(tmp_path / "b")), {"original_vocab": str(wrong_vocab)}, "is not the one this model's"),
              ((ckpt, str(tiny)), {"force": True}, "holds the input"),
              ((ckpt, str(tmp_path / "c")), {"fmt": "onnx"}, "--format 'onnx'")]
@@ -211,7 +221,7 @@ def test_bad_exports_fail_in_one_line_and_write_nothing(tiny, tmp_path, vocab_to
         with pytest.raises(ConversionError) as e:
             export.export_checkpoint(*args, **kwargs)
         assert "\n" not in str(e.value) and needle in str(e.value), str(e.value)
-    assert sorted(os.listdir(tmp_path)) == ["roberta.pt", "taken", "wrong-vocab.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint_last.pt", "empty.pt", "roberta.pt", "taken", "wrong-vocab.txt"]
     assert (tiny / "model.pt").is_file()
 
 

@@ -133,6 +133,9 @@ _multiarray = np._core.multiarray if hasattr(np, "_core") else np.core.multiarra
 NUMPY_SCALARS = [_multiarray.scalar, np.dtype, *dict.fromkeys(type(np.dtype(c)) for c in "?bhilqBHILQefd")]
 
 
+WEIGHTS_ONLY_REFUSES = "torch's weights_only loading refuses"
+
+
 def _load(path):
     """``(state, None)`` for a fairseq checkpoint torch loads, ``(None, reason)`` otherwise.
     Reads the zip directory and the pickle, memory-mapping the tensors (cheap at any size)."""
@@ -162,7 +165,7 @@ def _load(path):
     except Exception as e:  # noqa: BLE001  (whatever torch raises, said in one line)
         refused = re.search(r"Unsupported global: GLOBAL (\S+)", str(e))
         if refused:
-            return None, f"torch's weights_only loading refuses the {refused.group(1)} in it"
+            return None, f"{WEIGHTS_ONLY_REFUSES} the {refused.group(1)} in it"
         return None, f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0].split('. ')[0][:200]}"
     if not isinstance(state, dict) or "model" not in state:
         return None, "a torch file, but not a fairseq checkpoint (no 'model' entry)"
@@ -205,6 +208,11 @@ def newest_intact(directory, besides):
 
 def unreadable(path, reason):
     """The one-line error for a checkpoint that cannot be read."""
+    if reason.startswith(WEIGHTS_ONLY_REFUSES):
+        # a whole file that holds objects other than tensors and plain data (a stock fairseq 0.12
+        # checkpoint's argparse.Namespace): nothing to delete or replace
+        return (f"checkpoint {path} cannot be loaded ({reason}): not a checkpoint of this plugin's, "
+                "but of another program or an older fairseq")
     message = f"checkpoint {path} is unreadable ({reason})"
     intact = newest_intact(os.path.dirname(path) or ".", besides=path)
     last = os.path.basename(path).startswith("checkpoint_last")

@@ -32,6 +32,7 @@ import torch
 from ..arch import TransformerShape
 from ..data.dict_files import dict_names, dictionary_in
 from ..data.pmlm_dictionary import load_pmlm_dictionary
+from ..runtime import checkpoint_files
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 from ..text import tokenizer_files, vocab, wordpiece
 from . import checkpoint, layouts, s2sft
@@ -79,7 +80,7 @@ def read_checkpoint(ckpt_path):
     if not os.path.isfile(ckpt_path):
         raise ConversionError(f"not found: {ckpt_path}")
     try:  # the cfg first (memory-mapped, no fairseq upgrade step), then fairseq's own load
-        peek = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
+        peek = checkpoint_files.read(ckpt_path)  # (an empty, damaged or foreign file: its one line)
         model_cfg = ((peek.get("cfg") or {}).get("model") or {}) if isinstance(peek, dict) else {}
         if not str(model_cfg.get("_name", "")).startswith("unilmv2") or not isinstance(peek.get("model"), dict):
             what = model_cfg.get("_name") or "no fairseq model"
@@ -87,6 +88,8 @@ def read_checkpoint(ckpt_path):
         return checkpoint.load(ckpt_path)
     except ConversionError:
         raise
+    except checkpoint_files.CheckpointError as e:
+        raise ConversionError(str(e)) from None
     except Exception as e:  # noqa: BLE001  (any unreadable file: one line naming it)
         raise ConversionError(f"cannot read {ckpt_path}: {type(e).__name__}: {str(e).splitlines()[0]}") from None
 
