@@ -764,6 +764,33 @@ def test_the_exports_tokenizer_gives_a_token_listed_twice_the_row_the_plugin_giv
         ["a", "b", "a", "d"]
 
 
+def test_a_special_tokens_spelling_in_text_is_text_in_the_data_the_hub_squad_and_the_export(tmp_path):
+    """transformers' default reads "[SEP]" in text as the control token: the data had an [EOS] inside
+    a line (and a real [MASK], a real [SEP] in a SQuAD question), while fairseq's --bpe bert (the hub,
+    fairseq-generate) gave <unk> and [MASK]: every path now splits it as BERT's own tokenizer does."""
+    from fairseq.data.encoders.hf_bert_bpe import BertBPE, BertBPEConfig
+    from tokenizers import Tokenizer
+
+    from fairseq_pmlm.data.span_alignment import align
+    from fairseq_pmlm.text import token_ids, tokenizer_files, wordpiece
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[", "]", "sep", "mask", "cl", "##s", "a", "b"]
+    vocab.write_vocab(tmp_path / "vocab.txt", tokens)
+    (tmp_path / "dict.txt").write_text(vocab.map_vocab(tokens).dict_txt())
+    tokenizer_files.write_casing(tmp_path, False)
+    text = "a [SEP] b [MASK] [CLS]"
+    want = "a [ sep ] b [ mask ] [ cl ##s ]".split()
+    assert wordpiece.WordPieceEncoder(str(tmp_path / "vocab.txt")).encode_lines([text])[0].split() == want  # data
+    ids = token_ids.WordPieceIds(str(tmp_path / "vocab.txt"), False)  # the data-bin engine
+    assert [ids.symbols[i] for i in ids.encode([text])[0]] == want
+    hub_bpe = BertBPE(BertBPEConfig(bpe_vocab_file=str(tmp_path / "vocab.txt")))  # the hub, fairseq-generate
+    assert hub_bpe.encode(text).split() == want
+    assert align(tokenizer_files.piece_encoder(tmp_path), text).pieces == want  # SQuAD passages
+    exported = Tokenizer.from_str(wordpiece.tokenizer_json(str(tmp_path / "vocab.txt"), False, tokens))
+    exported.encode_special_tokens = True  # (what tokenizer_config.json's split_special_tokens sets)
+    assert exported.encode(text, add_special_tokens=False).tokens == want
+
+
 def test_vocab_module_spells_the_tasks_symbols():
     from fairseq_pmlm.tasks import pseudo_masked_lm
 

@@ -54,7 +54,8 @@ def read_casing(directory):
 
 def write_casing(directory, cased):
     with open(os.path.join(directory, CASING), "w", encoding="utf-8") as f:
-        json.dump({"tokenizer_class": "BertTokenizer", "do_lower_case": not cased}, f)
+        # split_special_tokens: "[SEP]" in text is text, for transformers' readers too (wordpiece.py)
+        json.dump({"tokenizer_class": "BertTokenizer", "do_lower_case": not cased, "split_special_tokens": True}, f)
         f.write("\n")
 
 

@@ -5,6 +5,13 @@ produces, one output line per input line (blank stays blank). The data recipes u
 Pieces are written as the converted dictionary's symbols (``[CLS]`` -> ``<s>``, ``[UNK]`` ->
 ``<unk>``, ...), not as BERT spells them, so ``fairseq-preprocess --srcdict dict.txt`` gives
 every piece the row the converted model has for it: ids equal the tokenizer's, permuted.
+
+A special token's spelling in text is text: "[SEP]" -> "[", "sep", "]", as BERT's own tokenizer
+splits it. transformers' default reads it as the control token, so a docstring that mentions
+"[SEP]" put an [EOS] inside its line, and a SQuAD question one that shifted its segment ids
+(and fairseq's ``--bpe bert``, used by the hub and fairseq-generate, gave it <unk>: now the same
+pieces, runtime/bert_bpe.py). Markers meant as markers go in by id (the hub's ``fill_mask`` splits
+its input at ``[MASK]``).
 """
 import json
 
@@ -14,7 +21,7 @@ from . import vocab as vocab_mod
 def bert_tokenizer(vocab_path, cased):
     from transformers import BertTokenizer
 
-    return BertTokenizer(vocab_path, do_lower_case=not cased)
+    return BertTokenizer(vocab_path, do_lower_case=not cased, split_special_tokens=True)
 
 
 class WordPieceEncoder:
