@@ -53,29 +53,19 @@ def jobs(data, tmp_path_factory):
          "--head-warmup-updates", "2", "--max-update", "3", "--save-interval-updates", "2", *head),
         # fairseq's --fp16 optimizer (here without its flat copy, which the CPU cannot place): refused
         (data, root / "hw_fp16", "--finetune-from-model", start, "--head-warmup-updates", "2", "--max-update", "3",
-         "--fp16", "--fp16-no-flatten-grads", *head),
-        (data, root / "hw_mefp16", "--finetune-from-model", start, "--head-warmup-updates", "2", "--max-update", "2",
-         "--memory-efficient-fp16", *head)])
+         "--fp16", "--fp16-no-flatten-grads", *head)])
     return j
 
 
-def test_head_warmup_under_fp16s_optimizer_is_refused_at_its_first_update_memory_efficient_fp16_keeps_the_body(
-        jobs):
+def test_head_warmup_under_fp16s_optimizer_is_refused_at_its_first_update(jobs):
     """fairseq's --fp16 optimizer steps an fp32 copy of every parameter and gives a missing gradient
-    zeros, which Adam steps (weight decay, its step count): the body moved during the warm-up. The
-    alternative the refusal names steps the half-precision parameters that have a gradient only."""
-    _, _, fp16, mefp16 = jobs["head_warmup"].result()
+    zeros, which Adam steps (weight decay, its step count): the body moved during the warm-up."""
+    fp16 = jobs["head_warmup"].result()[2]
     assert fp16.returncode == 2 and fp16.stderr.strip().splitlines()[-1] == (
         "fairseq-train: error: --head-warmup-updates: the LM head trains alone for 2 updates, but --fp16's "
         "optimizer steps every parameter, a frozen one too (weight decay, Adam's step count): use "
         "--memory-efficient-fp16 or --bf16-autocast for this run, or --head-warmup-updates 0")
-    assert mefp16.returncode == 0, mefp16.stderr[-3000:]
-    start = torch.load(jobs["root"] / "hw_start" / "checkpoint_last.pt")["model"]
-    warm = torch.load(jobs["root"] / "hw_mefp16" / "checkpoint_last.pt")["model"]
-    # (the run holds the weights in fp16: the start's, rounded, unless stepped)
-    moved = {k for k in start if k != "dictionary_digest" and not torch.equal(warm[k], start[k].half().to(warm[k]))}
-    assert moved == {"transformer.lm_head.bias", "transformer.lm_head.dense.bias", "transformer.lm_head.dense.weight",
-                     "transformer.lm_head.ln.bias", "transformer.lm_head.ln.weight"}
+    assert not (jobs["root"] / "hw_fp16" / "checkpoint_last.pt").exists()
 
 
 def short_run(jobs, name):
