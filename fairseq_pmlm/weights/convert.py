@@ -119,8 +119,9 @@ def read_casing(config_path, tokens, override=None, weights=None):
 
 # ---------------------------------------------------------------------------- import
 def read_source(weights, config, vocab_file):
-    """(TransformerShape, vocab tokens, their fairseq VocabMapping, state dict) of the source files,
-    checked against each other."""
+    """(TransformerShape, vocab tokens, their fairseq VocabMapping, state dict, config.json's record
+    of a trained MLM head or None) of the source files, checked against each other. The record is
+    written by the plugin's exports, which always have a head, trained or not."""
     with open(config) as f:
         try:
             config_dict = json.load(f)
@@ -141,7 +142,8 @@ def read_source(weights, config, vocab_file):
     if vocab_size != len(tokens):
         raise ConversionError(f"{os.path.basename(config)} says vocab_size {vocab_size} but "
                               f"{os.path.basename(vocab_file)} has {len(tokens)} tokens")
-    return shape, tokens, mapping, state
+    head_trained = config_dict.get(layouts.HEAD_TRAINED_KEY)
+    return shape, tokens, mapping, state, None if head_trained is None else bool(head_trained)
 
 
 def add_zero_rel_table(tensors, shape, buckets, distance):
@@ -204,16 +206,6 @@ def read_text_lines(path):
                               f"(byte 0x{raw[e.start]:02x}): give UTF-8 text") from None
 
 
-def recorded_head_state(config_path):
-    """config.json's record of a trained MLM head (the plugin's exports write it), or None."""
-    try:
-        with open(config_path, encoding="utf-8") as f:
-            value = json.load(f).get(layouts.HEAD_TRAINED_KEY)
-    except (OSError, ValueError, AttributeError):
-        return None  # (read_source has judged the file already)
-    return None if value is None else bool(value)
-
-
 def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, arch=None, cased=None,
                       zero_rel_pos=None, force=False, layers=None, keep_pieces_of=None):
     """Convert; returns a dict describing what was written (arch, flags, notes)."""
@@ -226,7 +218,7 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
                                      cased, zero_rel_pos, force, layers, keep_pieces_of)
     weights, config, vocab_file = locate(src, weights, config, vocab_file)
     checkpoint.refuse_replacing_inputs(out_dir, [src, weights, config, vocab_file, *(keep_pieces_of or [])])
-    shape, tokens, mapping, state = read_source(weights, config, vocab_file)
+    shape, tokens, mapping, state, head_trained = read_source(weights, config, vocab_file)
     layout = layouts.layout_name(state)
     tensors, notes = layouts.to_plugin(state, shape, len(tokens))
     # s2s-ft's fine-tuned saves are sequence-to-sequence models: written for that task, so that
@@ -276,8 +268,9 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
         full["transformer.lm_head.weight"] = tensors["embed_tokens.weight"]
         # the pre-training task warms a head the source did not have before it trains the rest (an
         # export of the plugin's says whether its head was trained: it always has one)
-        trained = recorded_head_state(config)
-        full[LM_HEAD_TRAINED] = torch.tensor(float("lm_head.bias" in tensors if trained is None else trained))
+        if head_trained is None:
+            head_trained = "lm_head.bias" in tensors
+        full[LM_HEAD_TRAINED] = torch.tensor(float(head_trained))
         model.load_state_dict(full, strict=True)
         with output.writing("model.pt") as path:
             checkpoint.save(checkpoint.checkpoint_state(cfg, model.state_dict()), path)
