@@ -58,7 +58,7 @@ def read_squad_json(path, training, version_2):
                                            "\"question\", \"answers\")")
                 qid = qa.get("id")
                 if not qid:
-                    raise SquadFormatError(f"{path}: data[{a}].paragraphs[{p}]: a question without an \"id\"")
+                    raise SquadFormatError(f"{path}: {where}: a question without an \"id\"")
                 question = qa.get("question")
                 if not isinstance(question, str) or not question.strip():
                     raise SquadFormatError(f"{path}: question {qid}: empty question")
