@@ -39,7 +39,7 @@ set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
 case ${1-} in -h | --help) usage; exit 0 ;; esac  # after a flag, --help is a missing value
-activate_venv
+activate_venv "$@"
 # the flags, their defaults and every check live in ablate_objectives.py; this adds the device
 device_flags
 if [ "$PMLM_GPUS" -gt 0 ]; then lanes=1; else lanes=2; cpu_speed_flags; fi

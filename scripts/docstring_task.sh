@@ -17,7 +17,7 @@ declare -A FLAGS=([--out]=OUT [--start]=START [--layers]=LAYERS)
 OUT='' START=all-minilm-l6-v2 LAYERS=0,2,4
 parse_flags "$@"
 require_flags --out
-activate_venv
+activate_venv "$@"
 for d in corpus released data-bin; do
   [ ! -e "$OUT/$d" ] || die "--out $OUT already holds $d/: pick another directory"
 done

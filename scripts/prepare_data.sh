@@ -21,7 +21,7 @@
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
-activate_venv
+activate_venv "$@"
 declare -A FLAGS=([--train]=TRAIN [--valid]=VALID [--name]=NAME [--spm-model]=SPM [--srcdict]=SRCDICT
                   [--wordpiece-vocab]=WP [--wordpiece-case]=WPCASE [--vocab-size]=VOCAB [--destdir]=DEST
                   [--workers]=WORKERS [--shards]=SHARDS [--force]=FORCE:switch)

@@ -20,7 +20,7 @@
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
-activate_venv
+activate_venv "$@"
 declare -A FLAGS=([--data]=DATA [--save-dir]=SAVE [--init]=INIT [--objective]=OBJECTIVE [--updates]=UPDATES
                   [--lr]=LR [--tokens-per-sample]=TPS [--batch-size]=BSZ [--seed]=SEED)
 DATA='' SAVE='' INIT='' OBJECTIVE=ae+par UPDATES=250 LR=3e-4 TPS=128 BSZ=16 SEED=1

@@ -25,7 +25,7 @@
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
-activate_venv
+activate_venv "$@"
 declare -A FLAGS=([--nproc]=NPROC [--nnodes]=NNODES [--node-rank]=NODE_RANK [--master]=MASTER
                   [--rdzv-timeout]=RDZV_TIMEOUT)
 NPROC='' NNODES=1 NODE_RANK=0 MASTER=127.0.0.1:29500 RDZV_TIMEOUT=300

@@ -157,6 +157,33 @@ def test_every_shell_script_answers_help_and_refuses_a_flag_where_a_value_belong
     assert bad.returncode == 2 and bad.stderr == f"{script}: error: {message}\n"
 
 
+def test_a_recipe_without_a_set_up_says_how_to_make_one_and_writes_nothing(tmp_path):
+    """No .venv and a python without torch: one line naming the set-up, before OUT exists; a python
+    with torch and fairseq (a user's own environment) runs the recipe; --help needs neither."""
+    import shutil
+
+    shutil.copytree(os.path.join(REPO, "scripts"), tmp_path / "repo" / "scripts")
+    recipe = str(tmp_path / "repo" / "scripts" / "docstring_task.sh")
+    for name, flags in (("bare", "-S"), ("own", "")):  # -S: no site-packages, so no torch
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "python").write_text(f'#!/bin/sh\nexec {sys.executable} {flags} "$@"\n')
+        (tmp_path / name / "python").chmod(0o755)
+    env = {**ENV, "PATH": f"{tmp_path / 'bare'}:/usr/bin:/bin"}
+    out = tmp_path / "out"
+    bare = subprocess.run(["bash", recipe, "--out", str(out)], capture_output=True, text=True, env=env)
+    assert bare.returncode == 2 and bare.stderr == (
+        f"docstring_task.sh: error: no set-up: {tmp_path / 'bare' / 'python'} lacks torch or fairseq "
+        f"({tmp_path / 'repo' / '.venv'}: none): run 'bash scripts/setup_env.sh' once (PMLM_WHEELS=DIR: "
+        "from a folder of wheels)\n") and not out.exists()
+    helped = subprocess.run(["bash", recipe, "--help"], capture_output=True, text=True, env=env)
+    assert helped.returncode == 0 and helped.stdout.startswith("The docstring summarisation task")
+    (out / "corpus").mkdir(parents=True)  # refused after the set-up's check: this one is past it
+    own = subprocess.run(["bash", recipe, "--out", str(out)], capture_output=True, text=True,
+                         env={**env, "PATH": f"{tmp_path / 'own'}:/usr/bin:/bin"})
+    assert own.returncode == 2 and own.stderr == (f"docstring_task.sh: error: --out {out} already holds corpus/: "
+                                                  "pick another directory\n")
+
+
 def test_schedule_is_whole_epochs_of_batches_with_the_warmup_share_rounded():
     assert recipe_info.schedule(400, 16, 6, 0.1) == (150, 15)
     assert recipe_info.schedule(33, 16, 2, 0.02) == (6, 1)  # a warmup ratio above 0 gives at least one update

@@ -16,7 +16,7 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-activate_venv
+activate_venv "$@"
 declare -A FLAGS=([--data]=DATA [--checkpoint]=CKPT [--save-dir]=SAVE [--arch]=ARCH [--lr]=LR [--batch-size]=BSZ
                   [--epochs]=EPOCHS [--warmup-ratio]=WARMUP [--weight-decay]=WD [--force]=FORCE:switch)
 DATA='' CKPT='' SAVE='' ARCH='' LR=2e-5 BSZ=32 EPOCHS=10 WARMUP=0.1 WD=0.01 FORCE=''

@@ -3,7 +3,7 @@
 # one-line errors, named flags with --help, and the device.
 #
 #   source "$(dirname "$0")/lib/common.sh"        # ../lib/common.sh from scripts/*/
-#   activate_venv
+#   activate_venv "$@"                                   # "$@": --help needs no set-up
 #   declare -A FLAGS=([--data]=DATA [--v2]=V2:switch)   # flag -> variable; :switch takes no value
 #   DATA='' V2=''                                         # the defaults
 #   PASS_TO=fairseq-train                                 # who gets the arguments after -- (none: refused)
@@ -26,7 +26,7 @@ usage() {  # the header comment: from line 2 to the first line that is not a com
   sed -n '2,${/^#/!q; s/^# \{0,1\}//; p}' "$0"
 }
 
-activate_venv() {  # the set-up's .venv (scripts/setup_env.sh): made first from PMLM_WHEELS=DIR if set
+activate_venv() {  # "$@": the recipe's. The set-up's .venv (setup_env.sh), made first from PMLM_WHEELS=DIR if set
   if [ -n "${PMLM_WHEELS-}" ]; then
     # shellcheck source=../setup_env.sh
     source "$ROOT/scripts/setup_env.sh"
@@ -34,6 +34,13 @@ activate_venv() {  # the set-up's .venv (scripts/setup_env.sh): made first from 
     # shellcheck disable=SC1091
     source "$ROOT/.venv/bin/activate"
   fi
+  # without .venv the recipe runs on the python PATH finds (a user's own environment): one with
+  # neither torch nor fairseq would fail later in a message about something else. --help needs neither
+  case " $* " in *" -h "* | *" --help "*) return 0 ;; esac
+  python -c 'import importlib.util as u, sys; sys.exit(not all(map(u.find_spec, ("torch", "fairseq"))))' \
+    2> /dev/null || die "no set-up: $(command -v python || echo 'python (none on PATH)') lacks torch or fairseq" \
+    "($ROOT/.venv: $([ -d "$ROOT/.venv" ] && echo 'incomplete' || echo 'none')): run 'bash scripts/setup_env.sh'" \
+    "once (PMLM_WHEELS=DIR: from a folder of wheels)"
 }
 
 # shellcheck disable=SC2034  # EXTRA is for the recipe that sources this

@@ -26,7 +26,7 @@ set -euo pipefail
 source "$(dirname "$0")/../lib/common.sh"
 # shellcheck source=presets.sh
 source "$ROOT/scripts/s2s/presets.sh"
-activate_venv
+activate_venv "$@"
 declare -A FLAGS=([--preset]=PRESET [--data]=DATA [--checkpoint]=PRE [--save-dir]=SAVE [--updates]=UPDATES
                   [--force]=FORCE:switch)
 PRESET='' DATA='' PRE='' SAVE='' UPDATES='' FORCE=''

@@ -28,7 +28,7 @@ set -euo pipefail
 source "$(dirname "$0")/../lib/common.sh"
 # shellcheck source=presets.sh
 source "$ROOT/scripts/s2s/presets.sh"
-activate_venv
+activate_venv "$@"
 declare -A FLAGS=([--preset]=PRESET [--data]=DATA [--checkpoint]=CKPT [--refs]=REFS [--out-dir]=OUT)
 PRESET='' DATA='' CKPT='' REFS='' OUT=''
 PASS_TO=fairseq-generate

@@ -18,7 +18,7 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-activate_venv
+activate_venv "$@"
 declare -A FLAGS=([--raw]=RAW [--name]=NAME [--pretrain-data]=PRE [--destdir]=DEST [--workers]=WORKERS
                   [--force]=FORCE:switch)
 RAW='' NAME='' PRE='' DEST="$ROOT/data-bin" WORKERS=2 FORCE=''

@@ -16,7 +16,7 @@
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
-activate_venv
+activate_venv "$@"
 declare -A FLAGS=([--data]=DATA [--train-json]=TRAIN [--dev-json]=DEV [--checkpoint]=CKPT [--save-dir]=SAVE
                   [--v2]=V2:switch [--arch]=ARCH [--lr]=LR [--batch-size]=BSZ [--epochs]=EPOCHS
                   [--warmup-ratio]=WARMUP [--weight-decay]=WD [--max-positions]=MAXPOS [--doc-stride]=STRIDE
