@@ -331,3 +331,73 @@ def test_without_dict_the_export_reads_the_dictionary_where_the_hub_finds_it(tin
     export.export_checkpoint(str(tmp_path / "save" / "checkpoint_best.pt"), str(tmp_path / "hf"))
     export.export_checkpoint(str(tiny / "model.pt"), str(tmp_path / "beside"))  # its dict.txt beside it
     assert (tmp_path / "hf" / "vocab.txt").read_bytes() == (tmp_path / "beside" / "vocab.txt").read_bytes()
+
+
+def test_sharded_hugging_face_weights_import_as_the_single_file_does(tiny, tmp_path):
+    """save_pretrained(max_shard_size=...) writes shards and an index, and no model.safetensors: it
+    was "no weights found ... pass --weights", a flag that takes one file."""
+    from safetensors.torch import load_file
+    from transformers import BertForMaskedLM
+
+    BertForMaskedLM.from_pretrained(tiny.parent / "bert").save_pretrained(tmp_path / "sharded", max_shard_size="100KB")
+    for name in ("config.json", "vocab.txt"):
+        (tmp_path / "sharded" / name).write_bytes((tiny.parent / "bert" / name).read_bytes())
+    shards = sorted(p.name for p in (tmp_path / "sharded").glob("model-*.safetensors"))
+    assert len(shards) > 2 and not (tmp_path / "sharded" / "model.safetensors").exists()
+    assert load_file(tmp_path / "sharded" / shards[0]).keys() != load_file(tmp_path / "sharded" / shards[1]).keys()
+    convert.import_checkpoint(str(tiny.parent / "bert"), str(tmp_path / "whole"))
+    convert.import_checkpoint(str(tmp_path / "sharded"), str(tmp_path / "parts"))
+    whole, parts = (torch.load(tmp_path / d / "model.pt")["model"] for d in ("whole", "parts"))
+    assert whole.keys() == parts.keys() and all(torch.equal(whole[k], parts[k]) for k in whole)
+    (tmp_path / "sharded" / shards[1]).unlink()
+    with pytest.raises(ConversionError) as e:
+        convert.import_checkpoint(str(tmp_path / "sharded"), str(tmp_path / "out"))
+    assert str(e.value) == (f"{tmp_path / 'sharded' / shards[1]} missing: model.safetensors.index.json names it as a "
+                            "shard of the weights")
+    assert not (tmp_path / "out").exists()
+
+
+def test_cut_short_weights_and_an_output_under_a_file_are_one_line_naming_the_cause(tiny, tmp_path):
+    """A download cut short said "OSError: [Errno 22] Invalid argument" (torch's zip reader) or
+    safetensors' "incomplete metadata"; an output path under a regular file "File exists"."""
+    from safetensors.torch import load_file
+
+    src = tiny.parent / "bert"
+    state = load_file(src / "model.safetensors")
+    for name, write in (("pytorch_model.bin", lambda p: torch.save(state, p)),
+                        ("model.safetensors", lambda p: p.write_bytes((src / "model.safetensors").read_bytes()))):
+        d = tmp_path / name.split(".")[1]
+        d.mkdir()
+        for other in ("config.json", "vocab.txt"):
+            (d / other).write_bytes((src / other).read_bytes())
+        write(d / name)
+        convert.import_checkpoint(str(d), str(tmp_path / "whole"), force=True)  # the whole file imports
+        data = (d / name).read_bytes()
+        (d / name).write_bytes(data[:len(data) // 2])
+        with pytest.raises(ConversionError) as e:
+            convert.import_checkpoint(str(d), str(tmp_path / "out"))
+        why = ("without the zip directory that ends a whole file" if name.endswith(".bin")
+               else f"of the {len(data):,} its header describes")
+        assert str(e.value) == f"cannot read weights from {d / name}: truncated: {len(data) // 2:,} bytes {why}"
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(ConversionError) as e:
+        convert.import_checkpoint(str(src), str(tmp_path / "a-file" / "sub" / "out"))
+    assert str(e.value) == (f"{tmp_path / 'a-file' / 'sub' / 'out'}: cannot make its directory: "
+                            f"{tmp_path / 'a-file'} is a file, not a directory")
+    assert sorted(os.listdir(tmp_path)) == ["a-file", "bin", "safetensors", "whole"]
+
+
+def test_an_unreadable_tokenizer_vocab_is_named_in_the_s2sft_exports_error(tiny, tmp_path):
+    """The error named the dictionary, which was fine."""
+    import shutil
+
+    shutil.copytree(tiny, tmp_path / "plugin")
+    bad = tmp_path / "plugin" / "vocab.txt"
+    state = torch.load(tmp_path / "plugin" / "model.pt")
+    state["cfg"]["bpe"]["bpe_vocab_file"] = str(bad)  # its --bpe's vocab: the copy's
+    torch.save(state, tmp_path / "plugin" / "model.pt")
+    bad.write_bytes(bad.read_bytes() + b"caf\xe9\n")
+    with pytest.raises(ConversionError) as e:
+        export.export_checkpoint(str(tmp_path / "plugin" / "model.pt"), str(tmp_path / "out"), fmt="s2s-ft")
+    assert str(e.value).startswith(f"{bad}: ") and "dict.txt" not in str(e.value), str(e.value)
+    assert not (tmp_path / "out").exists()

@@ -136,9 +136,9 @@ NUMPY_SCALARS = [_multiarray.scalar, np.dtype, *dict.fromkeys(type(np.dtype(c)) 
 WEIGHTS_ONLY_REFUSES = "torch's weights_only loading refuses"
 
 
-def _load(path):
-    """``(state, None)`` for a fairseq checkpoint torch loads, ``(None, reason)`` otherwise.
-    Reads the zip directory and the pickle, memory-mapping the tensors (cheap at any size)."""
+def torch_file_problem(path):
+    """``(zipped, reason)``: what makes ``path`` no whole torch file by its bytes (empty, another
+    format, a zip cut short), else None; ``zipped``: torch's zip format, not an old bare pickle."""
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as f:
@@ -146,14 +146,23 @@ def _load(path):
             f.seek(max(0, size - (1 << 16) - 22))
             tail = f.read()
     except OSError as e:
-        return None, e.strerror
+        return False, e.strerror
     if size == 0:
-        return None, "an empty file"
+        return False, "an empty file"
     zipped = head == b"PK\x03\x04"  # torch's format; older torch wrote a bare pickle (b"\x80...")
     if not zipped and not head.startswith(b"\x80"):
-        return None, f"not a torch file ({size:,} bytes starting {head!r})"
+        return False, f"not a torch file ({size:,} bytes starting {head!r})"
     if zipped and b"PK\x05\x06" not in tail:  # a whole zip file ends with this record (and a comment)
-        return None, f"truncated: {size:,} bytes without the zip directory that ends a whole file"
+        return True, f"truncated: {size:,} bytes without the zip directory that ends a whole file"
+    return zipped, None
+
+
+def _load(path):
+    """``(state, None)`` for a fairseq checkpoint torch loads, ``(None, reason)`` otherwise.
+    Reads the zip directory and the pickle, memory-mapping the tensors (cheap at any size)."""
+    zipped, reason = torch_file_problem(path)
+    if reason is not None:
+        return None, reason
     try:
         with torch.serialization.safe_globals(NUMPY_SCALARS):
             try:

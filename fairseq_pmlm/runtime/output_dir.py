@@ -127,7 +127,10 @@ class Output:
         self.force, self.marker, self.error, self.hint = force, marker, error, hint
         check(out, force, inputs, within, marker, error, hint)
         parent, name = os.path.split(self.out)
-        os.makedirs(parent, exist_ok=True)
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError as e:
+            raise error(f"{out}: cannot make its directory: {_file_in_the_way(parent) or e.strerror or e}") from None
         self.lock_fd, self.staging, self.path, self.room = None, None, None, None
         try:
             with signals_held():  # registered the moment it exists
@@ -214,6 +217,13 @@ class Output:
             self.lock_fd = None
         if self in _OPEN:
             _OPEN.remove(self)
+
+
+def _file_in_the_way(directory):
+    """"A is a file, not a directory" for the nearest existing A on the way to ``directory``."""
+    while directory and not os.path.lexists(directory):
+        directory = os.path.dirname(directory)
+    return f"{directory} is a file, not a directory" if directory and not os.path.isdir(directory) else None
 
 
 def _prefix(name):

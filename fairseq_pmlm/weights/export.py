@@ -203,7 +203,7 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
         else:
             names, order = vocab.symbols_to_vocab(dictionary.symbols, full if original_vocab else None)
     except (OSError, ValueError) as e:
-        where = f"--vocab {original_vocab}" if original_vocab else tok.path if full is not None else dict_path
+        where = f"--vocab {original_vocab}" if original_vocab else source or dict_path
         raise ConversionError(f"{where}: {str(e).splitlines()[0]}") from None
     if fmt == "s2s-ft":
         names, order = s2sft.pad_first(names, order)
