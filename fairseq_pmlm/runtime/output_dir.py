@@ -220,7 +220,7 @@ class Output:
 
 
 def _file_in_the_way(directory):
-    """"A is a file, not a directory" for the nearest existing A on the way to ``directory``."""
+    """The nearest existing A on the way to ``directory`` if it is no directory ("A is a file, ..."), else None."""
     while directory and not os.path.lexists(directory):
         directory = os.path.dirname(directory)
     return f"{directory} is a file, not a directory" if directory and not os.path.isdir(directory) else None
