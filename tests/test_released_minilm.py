@@ -178,6 +178,23 @@ def test_hub_fill_mask_predict_and_generate_on_a_pretrained_checkpoint(hub, capl
         hub.sample("Some long text.")
 
 
+def test_fill_mask_counts_both_mask_spellings_as_masks(hub):
+    with pytest.raises(ValueError, match="exactly one"):
+        hub.fill_mask("The <mask> sat on the [MASK].")
+
+
+def test_fill_mask_predicts_without_dropout_when_the_hub_is_in_train_mode(hub):
+    want = hub.fill_mask("The cat sat on the [MASK].", topk=3)
+    try:
+        hub.train()  # RoBERTa's hub: fine-tuning in Python; its fill_mask evaluates all the same
+        assert hub.model.training
+        torch.manual_seed(0)
+        assert hub.fill_mask("The cat sat on the [MASK].", topk=3) == want
+        assert hub.model.training
+    finally:
+        hub.eval()
+
+
 def test_released_minilm_fine_tunes_and_decodes_through_the_s2s_recipes(converted, tmp_path):
     """prepare.sh on a converted directory, finetune.sh reading the arch from the checkpoint,
     generate.sh detokenising with the data's WordPiece vocab: real summaries come out."""

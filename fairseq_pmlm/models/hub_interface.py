@@ -12,12 +12,14 @@ What ``from_pretrained`` finds by itself (every guess can be overridden by an ar
 
 - the checkpoint: ``MODEL`` if it is a file, else the first of ``model.pt`` (converted released
   weights), ``checkpoint_best.pt``, ``checkpoint_last.pt`` in that directory;
-- the dictionary: ``data_name_or_path``, else the checkpoint's own directory when it holds a
+- the dictionary: ``data_name_or_path`` (``"."`` or ``"./DIR"``: the model's directory, or DIR in
+  it, as in RoBERTa's and BART's hub), else the checkpoint's own directory when it holds a
   ``dict.txt`` / ``dict.source.txt`` (converted weights, a fine-tuning save dir: ``s2s/finetune.sh``
   copies the data's dictionary and tokenizer there), else the data directory the checkpoint
   was trained on;
 - the tokenizer: the one recorded in the checkpoint (``--bpe``) if its file still exists, else
-  the one beside the dictionary (``spm.model`` or ``vocab.txt``, text/tokenizer_files.py).
+  the one beside the dictionary (``spm.model`` or ``vocab.txt``, text/tokenizer_files.py); a
+  ``bpe=`` argument is taken as given (``bpe=None``: none, text split on spaces).
 
 Precision: fp32, also for a checkpoint trained with ``--bf16-autocast``, unless asked for
 (``from_pretrained(..., bf16_autocast=True)``, or ``.half()``), as fairseq-generate and
@@ -29,7 +31,9 @@ import os
 
 import torch
 import torch.nn.functional as F
-from fairseq import checkpoint_utils, hub_utils
+from fairseq import checkpoint_utils, hub_utils, utils
+from fairseq.dataclass.utils import overwrite_args_by_name
+from fairseq.registry import REGISTRIES
 from omegaconf import OmegaConf, open_dict
 
 from ..data.dict_files import dict_names, dictionary_in
@@ -46,6 +50,11 @@ MASK_SPELLINGS = (FAIRSEQ_MASK_SYMBOL, MASK_SYMBOL)
 
 
 def find_checkpoint(model_name_or_path, checkpoint_file=None):
+    if checkpoint_file is not None and os.pathsep in checkpoint_file and not os.path.isfile(
+            os.path.join(model_name_or_path, checkpoint_file)):
+        raise ValueError(f"from_pretrained: checkpoint_file={checkpoint_file!r} names several checkpoints: the hub "
+                         "holds one model (RoBERTa's and BART's would use the first alone); average them with "
+                         "fairseq's scripts/average_checkpoints.py, or pass one")
     if checkpoint_file is not None:
         path = os.path.join(model_name_or_path, checkpoint_file)
     elif os.path.isfile(model_name_or_path):
@@ -63,12 +72,18 @@ def find_checkpoint(model_name_or_path, checkpoint_file=None):
 
 def find_data_dir(checkpoint, saved_cfg, data_name_or_path=None):
     source_lang = OmegaConf.select(saved_cfg, "task.source_lang", default=None)
+    here = os.path.dirname(os.path.abspath(checkpoint))
+    if data_name_or_path is not None and data_name_or_path.startswith("."):
+        # fairseq's hub (RoBERTa, BART): "." (their default) and "./DIR" are the model's directory
+        # and DIR in it; a path relative to the working directory is kept where only it holds one
+        beside = os.path.normpath(os.path.join(here, data_name_or_path))
+        if dictionary_in(beside, source_lang) is not None or dictionary_in(data_name_or_path, source_lang) is None:
+            data_name_or_path = beside
     if data_name_or_path is not None:
         if dictionary_in(data_name_or_path, source_lang) is None:
             raise FileNotFoundError(f"from_pretrained: {data_name_or_path} holds no "
                                     f"{' or '.join(dict_names(source_lang))}")
         return data_name_or_path
-    here = os.path.dirname(os.path.abspath(checkpoint))
     trained_on = str(OmegaConf.select(saved_cfg, "task.data", default="") or "").split(os.pathsep)[0]
     for candidate in (here, trained_on):
         if dictionary_in(candidate, source_lang) is not None:
@@ -95,6 +110,17 @@ def tokenizer_cfg(saved_bpe, data_dir):
     return saved_bpe if tok == saved else OmegaConf.create(tok.fairseq_cfg())
 
 
+def asked_bpe(overrides):
+    """The ``cfg.bpe`` group of an explicit ``bpe=NAME`` (its fields from the other arguments), or
+    None for ``bpe=None``: fairseq's overrides would keep a group the checkpoint records instead."""
+    choices = REGISTRIES["bpe"]["dataclass_registry"]
+    if overrides["bpe"] is not None and overrides["bpe"] not in choices:
+        raise ValueError(f"from_pretrained: bpe={overrides['bpe']!r}: not one of None, {', '.join(sorted(choices))}")
+    group = OmegaConf.create({"bpe": None})
+    overwrite_args_by_name(group, overrides)
+    return group.bpe
+
+
 def from_pretrained(model_name_or_path, checkpoint_file=None, data_name_or_path=None, **overrides):
     checkpoint = find_checkpoint(model_name_or_path, checkpoint_file)
     saved = OmegaConf.create(read_checkpoint(checkpoint)["cfg"])  # an unreadable file: one line naming it
@@ -105,7 +131,7 @@ def from_pretrained(model_name_or_path, checkpoint_file=None, data_name_or_path=
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
         [checkpoint], arg_overrides={"data": os.path.abspath(data), **overrides})
     with open_dict(cfg):
-        cfg.bpe = tokenizer_cfg(cfg.bpe, data)
+        cfg.bpe = asked_bpe(overrides) if "bpe" in overrides else tokenizer_cfg(cfg.bpe, data)
     return UniLMv2HubInterface(cfg, task, models[0])
 
 
@@ -115,6 +141,9 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
 
     def __init__(self, cfg, task, model):
         super().__init__(cfg, task, [model])
+        # fairseq's generator hub makes the model "generation fast", whose train() raises: RoBERTa's
+        # hub trains (fine-tuning a head in Python); generation puts the model in eval mode itself
+        model.__dict__.pop("train", None)
         self.model = model
         self._told_untrained = False  # fill_mask's warning on an untrained LM head: once a hub
         self.eval()
@@ -155,6 +184,9 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
         """Text of ``tokens``; a list of texts if they hold several [EOS]-separated segments (a
         separator token after an [EOS], as ``encode`` puts it there, separates, as in RoBERTa's)."""
         d = self.src_dict
+        if torch.is_tensor(tokens) and tokens.dim() != 1:
+            raise ValueError(f"decode: one sequence of tokens (1-D), got shape {tuple(tokens.shape)}: "
+                             "decode each row of a batch")
         tokens = tokens.tolist() if torch.is_tensor(tokens) else list(tokens)
         if tokens and tokens[0] == d.bos():
             tokens = tokens[1:]
@@ -181,6 +213,11 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
             tokens = tokens.unsqueeze(0)
         if tokens.size(-1) > self.model.max_positions():
             raise ValueError(f"tokens exceeds maximum length: {tokens.size(-1)} > {self.model.max_positions()}")
+        real = tokens.ne(self.src_dict.pad())
+        if bool((real[:, 1:] & ~real[:, :-1]).any()):
+            # the model's positions and segments are read off right-padded rows (nlu_layout)
+            raise ValueError("a batch must be right-padded (padding after the tokens: "
+                             "collate_tokens(..., left_pad=False)), not left-padded or padded inside")
         return tokens.to(device=self.device)
 
     # ------------------------------------------------------------------ understanding
@@ -205,7 +242,8 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
     def register_classification_head(self, name, num_classes=None, embedding_size=None, **kwargs):
         """RoBERTa's: a new head ``name`` (untrained). It takes the hub's mode: a module is made in
         training mode, and the head's dropout would make ``predict`` differ call by call."""
-        self.model.register_classification_head(name, num_classes=num_classes, inner_dim=embedding_size, **kwargs)
+        inner_dim = kwargs.pop("inner_dim", None) or embedding_size  # the model's own name for it
+        self.model.register_classification_head(name, num_classes=num_classes, inner_dim=inner_dim, **kwargs)
         self.model.classification_heads[name].train(self.model.training)
 
     def predict(self, head, tokens, return_logits=False):
@@ -232,7 +270,7 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
         if isinstance(masked_input, (list, tuple)):
             return [self.fill_mask(text, topk) for text in masked_input]
         spelling = next((m for m in MASK_SPELLINGS if m in masked_input), None)
-        if spelling is None or masked_input.count(spelling) != 1:
+        if spelling is None or sum(masked_input.count(m) for m in MASK_SPELLINGS) != 1:
             raise ValueError(f"fill_mask: the input must contain exactly one {' or '.join(MASK_SPELLINGS)}")
         if not bool(self.model.lm_head_trained) and not self._told_untrained:
             self._told_untrained = True
@@ -245,7 +283,8 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
                + d.encode_line(right, append_eos=False, add_if_not_exist=False).tolist() + [d.eos()])
         tokens = self._batch(torch.tensor(ids, dtype=torch.long))
         at = tokens.eq(mask_idx)
-        logits, _ = self.model(tokens, masked_tokens=at)
+        with utils.model_eval(self.model):  # as RoBERTa's: no dropout, whatever the hub's mode
+            logits, _ = self.model(tokens, masked_tokens=at)
         probs, best = logits.float().softmax(-1)[0].topk(topk)
         results = []
         for p, idx in zip(probs.tolist(), best.tolist()):
@@ -255,6 +294,13 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
         return results
 
     # ------------------------------------------------------------------ generation
+    def score(self, sentences, **kwargs):
+        """fairseq's generator hub scores a language model's sentences; a sequence-to-sequence
+        checkpoint needs a source for each target, which that call has no place for."""
+        raise NotImplementedError("score: not available for unilmv2 checkpoints (fairseq's hub scores a language "
+                                  "model's sentences; this model's targets need their sources): use "
+                                  "fairseq-generate --score-reference on binarized pairs")
+
     def generate(self, tokenized_sentences, beam=5, verbose=False, **kwargs):
         """fairseq's hub ``generate`` for sequence-to-sequence checkpoints. Without ``max_len_b``
         the longest output is the fine-tuning target length (``--max-target-positions``).
@@ -265,13 +311,17 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
                              "fine-tune it for sequence-to-sequence first (scripts/s2s/finetune.sh)")
         if isinstance(beam, bool) or not isinstance(beam, numbers.Integral) or beam < 1:
             raise ValueError(f"generate: beam must be a positive int (the hypotheses kept per step), got {beam!r}")
+        if torch.is_tensor(tokenized_sentences) and tokenized_sentences.dim() == 1:
+            # fairseq's generate would call itself without inference_step_args/skip_invalid_size_inputs
+            return self.generate(tokenized_sentences.unsqueeze(0), beam, verbose, **kwargs)[0]
         d = self.src_dict
-        def strip(t):  # the task adds [SOS] itself (as for fairseq-generate's binarized lines)
+
+        def strip(t):  # the task adds [SOS] itself (as for fairseq-generate's binarized lines); the
+            t = t[t.ne(d.pad())]  # padding of a batch's rows (collate_tokens) is not part of a source
             return t[1:] if t.numel() and t[0] == d.bos() else t
 
-        one = torch.is_tensor(tokenized_sentences) and tokenized_sentences.dim() == 1
-        tokenized_sentences = strip(tokenized_sentences) if one else [strip(t) for t in tokenized_sentences]
-        for i, t in enumerate([tokenized_sentences] if one else tokenized_sentences):
+        tokenized_sentences = [strip(t) for t in tokenized_sentences]
+        for i, t in enumerate(tokenized_sentences):
             if not bool((t.ne(d.eos()) & t.ne(d.pad())).any()):
                 raise ValueError(f"generate: source {i} is empty (no token besides [SOS]/[EOS]): "
                                  "there is nothing to generate from")
