@@ -8,7 +8,8 @@
 #   or, with --shards K: DESTDIR/NAME/shard0..K-1 (the training text cut at document boundaries
 #   into K parts of about equal size; one dictionary, copied into each; valid only in shard0),
 #   read round-robin by fairseq-train, one shard per epoch (it prints the colon-separated path).
-# Blank lines become items of size 1 (just </s>): the task reads them as document boundaries.
+# Blank lines become items of size 1 (just </s>): the task reads them as document boundaries; the
+# end of each --train file ends a document too (one such item where the file has no blank line last).
 # [MASK] and [P] are not written into dict.txt: the task adds them. Lines end at \n only (a \r
 # before it is dropped, any other \r is a space); text must be UTF-8 (else FILE:LINE: error).
 #
@@ -37,6 +38,7 @@ require_flags --train --valid --name
 [[ "$SHARDS" =~ ^[1-9][0-9]*$ ]] || die "--shards must be a positive integer: $SHARDS"
 [[ "$VOCAB" =~ ^[1-9][0-9]*$ ]] || die "--vocab-size must be a positive integer: $VOCAB"
 IFS=, read -r -a TRAIN_FILES <<< "$TRAIN"
+for f in "${TRAIN_FILES[@]}"; do [ -n "$f" ] || die "--train lists an empty file name (two commas, or one first): $TRAIN"; done
 require_files "${TRAIN_FILES[@]}" "$VALID" ${SPM:+"$SPM"} ${SRCDICT:+"$SRCDICT"} ${WP:+"$WP"}
 
 TOKENIZER=(--vocab-size "$VOCAB")

@@ -179,6 +179,110 @@ def test_shards_cut_at_document_boundaries_share_one_dictionary_and_add_up_to_th
     assert all(starts_document[i] for i in first_of_shard)  # no document is split between shards
 
 
+
+def test_each_training_file_ends_a_document_so_the_next_files_first_is_never_merged_into_it(corpus, tmp_path):
+    """--train a.txt,b.txt: files that do not end with a blank line gave the last document of one
+    and the first of the next a single document (with --shards cut there, two): now as if a blank
+    line stood between the files, whatever --shards."""
+    docs = (corpus / "train.txt").read_bytes().split(b"\n\n")
+    train = []
+    for i in range(3):
+        train.append(tmp_path / f"part{i}.txt")
+        train[-1].write_bytes(b"\n\n".join(docs[i * len(docs) // 3:(i + 1) * len(docs) // 3]) + b"\n")
+    train[2].write_bytes(train[2].read_bytes() + b"\n")  # one that ends with a blank line: no second one
+    (tmp_path / "all.txt").write_bytes(b"\n".join(p.read_bytes() for p in train))
+    args = ["--valid", corpus / "valid.txt", "--spm-model", corpus / "spm.model"]
+    assert prepare(tmp_path / "whole", "corpus", "--train", tmp_path / "all.txt", *args) == 0
+    assert prepare(tmp_path / "files", "corpus", "--train", *train, *args, workers=2) == 0
+    assert same_files(tmp_path / "whole", tmp_path / "files") == []
+
+
+@pytest.mark.parametrize("split", ["train", "valid"])
+def test_text_without_a_token_is_refused_naming_the_file_not_the_shards(corpus, tmp_path, capsys, split):
+    """Lines of only zero-width spaces and tabs pass the blank-line check but hold no token: the
+    training text was refused as "use fewer --shards than 1", the validation text was written (and
+    fairseq-train stopped on it later)."""
+    empty = tmp_path / "no_tokens.txt"
+    empty.write_text("\u200b\n\t\u200b\n\n\u200b \n")
+    files = {"train": corpus / "train.txt", "valid": corpus / "valid.txt", split: empty}
+    rc = prepare(tmp_path / "out", "corpus", "--train", files["train"], "--valid", files["valid"],
+                 "--spm-model", corpus / "spm.model")
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.endswith(f"has no token (only blank lines, whitespace or characters the tokeniser "
+                                    f"drops): {empty}"), err
+    assert "--shards" not in err and os.listdir(tmp_path) == ["no_tokens.txt"]
+
+
+@pytest.mark.parametrize("case", ["mask-row", "duplicate", "pairs"])
+def test_a_bad_dictionary_is_refused_before_any_text_is_tokenised_naming_it(corpus, tmp_path, capsys,
+                                                                           monkeypatch, case):
+    """fairseq-preprocess reads --srcdict first; the engine read it after tokenising all the text
+    (hours on a large corpus), and a row [MASK] was reported as "dict.txt already holds [MASK]"."""
+    from fairseq_pmlm.data.databin import prepare as prepare_mod
+
+    pre = tmp_path / "pre"
+    assert prepare(pre, "corpus", "--train", corpus / "train.txt", "--valid", corpus / "valid.txt",
+                   "--spm-model", corpus / "spm.model") == 0
+    rows = (pre / "dict.txt").read_text().splitlines()
+    bad = tmp_path / "bad.dict.txt"
+    bad.write_text("\n".join(rows + (["[MASK] 1"] if case == "mask-row" else [rows[5]])) + "\n")
+
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("text tokenised before the dictionary was checked")
+
+    monkeypatch.setattr(prepare_mod.Preparer, "encode", no_encoding)
+    capsys.readouterr()
+    if case == "pairs":
+        raw = tmp_path / "raw"
+        raw.mkdir()
+        for split in ("train", "valid", "test"):
+            (raw / f"{split}.source").write_text("a source line\n")
+            (raw / f"{split}.target").write_text("a target\n")
+        os.replace(bad, pre / "dict.txt")
+        bad = pre / "dict.txt"
+        rc = prepare(tmp_path / "out", "pairs", "--raw", raw, "--pretrain-data", pre)
+    else:
+        rc = prepare(tmp_path / "out", "corpus", "--train", corpus / "train.txt", "--valid", corpus / "valid.txt",
+                     "--spm-model", corpus / "spm.model", "--srcdict", bad)
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and f"{bad}" in err, err
+    assert "[MASK]" in err if case == "mask-row" else "Duplicate word" in err
+    assert not (tmp_path / "out").exists()
+
+
+
+@pytest.mark.parametrize("case", ["spm-model-is-text", "vocab-is-binary", "vocab-without-specials"])
+def test_a_tokenizer_file_that_cannot_be_read_is_one_line_naming_it(corpus, tmp_path, capsys, case):
+    """A text file given as --spm-model, a sentencepiece model or a word list as --wordpiece-vocab:
+    a Python traceback (exit status 1) from sentencepiece or the vocab reader."""
+    if case == "spm-model-is-text":
+        path, tok = corpus / "valid.txt", "--spm-model"
+    else:
+        path, tok = (corpus / "spm.model", "--wordpiece-vocab") if case == "vocab-is-binary" else \
+            (tmp_path / "words.txt", "--wordpiece-vocab")
+        if case == "vocab-without-specials":
+            path.write_text("the\nof\nand\n")
+    rc = prepare(tmp_path / "out", "corpus", "--train", corpus / "train.txt", "--valid", corpus / "valid.txt",
+                 tok, path)
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and f"error: {path}: not a usable" in err, err
+    assert not (tmp_path / "out").exists() and no_leftovers(tmp_path) == []
+
+
+
+@pytest.mark.parametrize("listed", ["{t},,{t}", ",{t}"])
+def test_an_empty_name_in_the_train_list_is_refused_naming_the_flag(corpus, tmp_path, listed):
+    """prepare_data.sh --train a.txt,,b.txt said "file not found: " (an empty name, no flag)."""
+    from cli import recipe
+
+    train = listed.format(t=corpus / "train.txt")
+    proc = recipe("prepare_data.sh", "--train", train, "--valid", corpus / "valid.txt", "--name", "x",
+                  "--destdir", tmp_path, "--spm-model", corpus / "spm.model", check=False)
+    assert proc.returncode != 0 and proc.stderr.strip() == (
+        f"prepare_data.sh: error: --train lists an empty file name (two commas, or one first): {train}"), proc.stderr
+    assert os.listdir(tmp_path) == []
+
+
 def test_memory_stays_bounded_as_the_input_grows(corpus, tmp_path):
     """Peak RSS of one worker for ~1 MB and ~8 MB of text: the same within a few MB (the whole
     input held in memory, as the old tokenisers did, would add 8.5x the input)."""

@@ -13,7 +13,10 @@ How it scales (numbers in docs/BENCHMARKS.md):
 
 The output is byte for byte what the old route gave (tokeniser -> text pieces ->
 ``fairseq-preprocess``), including a dictionary built from the training text (counts sorted
-as fairseq's ``Dictionary.finalize`` sorts them, padded to a multiple of 8).
+as fairseq's ``Dictionary.finalize`` sorts them, padded to a multiple of 8), with three
+exceptions: with sentencepiece a NUL is ``<unk>`` (the old route gave it a row of its own) and
+U+0085 stays a token (``fairseq-preprocess`` splits lines on it as on a space), and the end of one
+``--train`` file ends its last document (the old route, fed ``cat``'s output, ran it into the next).
 
 Lines end at ``\\n`` only, as ``wc -l`` counts them: a ``\\r`` before it is dropped and any other
 ``\\r`` is a space (Python's universal newlines would split a line there and shift every later

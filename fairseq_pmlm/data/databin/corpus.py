@@ -7,7 +7,13 @@ import numpy as np
 
 from ...text.token_ids import lookup_table
 from . import PrepareError
-from .dictionary import check_dict_is_vocab_cut, dictionary_from_counts, load_dictionary, load_dictionary_text
+from .dictionary import (
+    check_dict_is_vocab_cut,
+    check_reserved,
+    dictionary_from_counts,
+    load_dictionary,
+    load_dictionary_text,
+)
 from .prepare import Preparer, open_output, print_stats
 from .reading import has_text, shard_plan
 from .workers import Workers
@@ -53,6 +59,10 @@ def prepare_corpus(a):
         spec = ("wp", os.path.abspath(a.wordpiece_vocab), {"cased": True, "uncased": False}.get(a.wordpiece_case))
     else:
         spec = ("spm", None, None)
+    given = None
+    if a.srcdict:  # read and checked before any text is tokenised, as fairseq-preprocess reads it first
+        given = load_dictionary(a.srcdict)
+        check_reserved(given, a.srcdict)
     output, prep = open_output(a.out, a.force, inputs), None
     try:
         if spec[0] == "spm":
@@ -81,26 +91,36 @@ def prepare_corpus(a):
         shard_ranges = shard_plan(train_files, a.shards)
         shard_parts = []
         counts = np.zeros(prep.eos_code + 1, dtype=np.int64)
+        if given is not None and spec[0] == "wp":
+            check_dict_is_vocab_cut(given, tok, a.srcdict, a.wordpiece_vocab)
         for k, ranges in enumerate(shard_ranges):
             parts = []
             for path, start, end in ranges:
+                if parts and not prep.ends_document(parts[-1]):
+                    # the end of a file ends its last document (as at a shard cut there): the next
+                    # file's first document is not merged into it
+                    parts.append(prep.document_boundary())
+                    counts[prep.eos_code] += 1
                 p, _, c = prep.encode(f"train{' shard %d' % k if a.shards > 1 else ''}", path, [(start, end)])
                 parts += p
                 counts += c
             shard_parts.append(parts)
-        valid_parts, _, _ = prep.encode("valid", a.valid, [(0, os.path.getsize(a.valid))])
+        if not counts[:prep.eos_code].any():
+            raise PrepareError(f"training text has no token (only blank lines, whitespace or characters the "
+                               f"tokeniser drops): {', '.join(train_files)}")
+        valid_parts, _, valid_counts = prep.encode("valid", a.valid, [(0, os.path.getsize(a.valid))])
+        if not valid_counts[:prep.eos_code].any():
+            raise PrepareError(f"validation file has no token (only blank lines, whitespace or characters the "
+                               f"tokeniser drops): {a.valid}")
         pieces = tok.pieces()
-        if a.srcdict:
-            dictionary = load_dictionary(a.srcdict)
-            if spec[0] == "wp":
-                check_dict_is_vocab_cut(dictionary, tok, a.srcdict, a.wordpiece_vocab)
-        elif spec[0] == "wp":
-            dictionary = load_dictionary_text(tok.mapping.dict_txt())
+        if given is not None:
+            dictionary = given
         else:
-            dictionary = dictionary_from_counts(pieces, counts, prep.eos_code)
-        for reserved in ("[MASK]", "[P]"):  # a text piece spelled like the task's symbols would become them
-            if dictionary.indices.get(reserved, -1) >= dictionary.nspecial:
-                raise PrepareError(f"dict.txt already holds {reserved}")
+            if spec[0] == "wp":
+                dictionary = load_dictionary_text(tok.mapping.dict_txt())
+            else:
+                dictionary = dictionary_from_counts(pieces, counts, prep.eos_code)
+            check_reserved(dictionary, "the dictionary made here")
         table = lookup_table(pieces, dictionary)
         built = prep.built
         dirs = [built] if a.shards == 1 else [os.path.join(built, f"shard{k}") for k in range(a.shards)]

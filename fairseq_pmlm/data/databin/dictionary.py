@@ -35,6 +35,13 @@ def load_dictionary_text(text):
     return Dictionary.load(io.StringIO(text))
 
 
+def check_reserved(dictionary, name):
+    """A text piece spelled like the task's symbols ([MASK], [P], which it appends) would become them."""
+    for reserved in ("[MASK]", "[P]"):
+        if dictionary.indices.get(reserved, -1) >= dictionary.nspecial:
+            raise PrepareError(f"{name} already holds {reserved} (the task appends it to dict.txt itself)")
+
+
 def check_dict_is_vocab_cut(dictionary, tok, srcdict, vocab):
     known = set(tok.pieces())
     extra = [s for s in dictionary.symbols[dictionary.nspecial:] if s not in known and not s.startswith("madeupword")]

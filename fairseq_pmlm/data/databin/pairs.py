@@ -45,10 +45,13 @@ def prepare_pairs(a):
         spec = ("spm", tok_files.path, None)
     else:
         spec = ("wp", tok_files.path, tok_files.cased)
+    dictionary = load_dictionary(os.path.join(pre, "dict.txt"))  # read before any text is tokenised
     output, prep = open_output(a.out, a.force, inputs), None
     try:
         prep = Preparer(a.prog, output, spec, a.workers)
         tok = prep.tokenizer
+        if spec[0] == "wp":
+            check_dict_is_vocab_cut(dictionary, tok, os.path.join(pre, "dict.txt"), tok_files.path)
         prep.say(f"{tok_files.kind} of {tok_files.path}, {a.workers} worker(s)")
         encoded, separators = {}, {}
         for split, pair in splits.items():
@@ -56,9 +59,6 @@ def prepare_pairs(a):
                 parts, _, counts = prep.encode(f"{split}.{side}", path, [(0, os.path.getsize(path))])
                 encoded[split, side] = parts
                 separators[path] = int(counts[tok.sep_id])
-        dictionary = load_dictionary(os.path.join(pre, "dict.txt"))
-        if spec[0] == "wp":
-            check_dict_is_vocab_cut(dictionary, tok, os.path.join(pre, "dict.txt"), tok_files.path)
         if any(separators.values()):
             sep = separator_symbol(dictionary.symbols)
             path = next(p for p, n in separators.items() if n)

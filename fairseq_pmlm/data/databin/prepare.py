@@ -10,7 +10,7 @@ from ...runtime import output_dir
 from ...text.token_ids import make_tokenizer
 from . import PrepareError, reading
 from .reading import part_offsets
-from .workers import Workers, encode_part, init_worker, set_tokenizer
+from .workers import Workers, encode_part, init_worker, part_dtype, set_tokenizer
 from .writer import write_databin
 
 _START = [time.time()]  # reset by cli.main(): the summary's end-to-end time includes tokeniser training
@@ -22,7 +22,12 @@ class Preparer:
     def __init__(self, prog, output, tokenizer_spec, workers):
         self.prog, self.output, self.spec, self.workers = prog, output, tokenizer_spec, workers
         self.out, self.tmp, self.built = output.out, output.staging, output.path  # scratch files in tmp
-        self.tokenizer = make_tokenizer(tokenizer_spec)
+        try:
+            self.tokenizer = make_tokenizer(tokenizer_spec)
+        except (RuntimeError, ValueError) as e:  # (UnicodeDecodeError too: a binary file given as vocab.txt)
+            kind = "sentencepiece model" if tokenizer_spec[0] == "spm" else "WordPiece vocab.txt"
+            why = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            raise PrepareError(f"{tokenizer_spec[1]}: not a usable {kind} ({why})") from None
         self.eos_code = self.tokenizer.size
         self.pool = None
         self.n_parts = 0
@@ -61,6 +66,26 @@ class Preparer:
                          f"({done / 2**20 / (shown - t0):.1f} MB/s)")
         self.encode_s += time.time() - t0
         return [j[3] for j in jobs], lines, counts
+
+    @staticmethod
+    def ends_document(part):
+        """Whether the last line of ``part`` is blank (an item of size 1: a document boundary); a
+        part without lines has no document to end."""
+        sizes = np.fromfile(part + ".sizes", dtype=np.int32)
+        return sizes.size == 0 or int(sizes[-1]) <= 1
+
+    def document_boundary(self):
+        """A part of one blank line (just EOS): the document boundary between two training files."""
+        part = os.path.join(self.tmp, f"part{self.n_parts:06d}")
+        self.n_parts += 1
+        try:  # (a full disk: named as the workers' part files are, as the run's output)
+            with open(part + ".ids", "wb") as f:
+                f.write(np.array([self.eos_code], dtype=part_dtype(self.eos_code)).tobytes())
+            with open(part + ".sizes", "wb") as f:
+                f.write(np.array([1], dtype=np.int32).tobytes())
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, e.filename or part + ".ids") from None
+        return part
 
     def write(self, parts, table, prefix, n_symbols):
         t = time.time()
