@@ -179,7 +179,6 @@ def test_shards_cut_at_document_boundaries_share_one_dictionary_and_add_up_to_th
     assert all(starts_document[i] for i in first_of_shard)  # no document is split between shards
 
 
-
 def test_each_training_file_ends_a_document_so_the_next_files_first_is_never_merged_into_it(corpus, tmp_path):
     """--train a.txt,b.txt: files that do not end with a blank line gave the last document of one
     and the first of the next a single document (with --shards cut there, two): now as if a blank
@@ -250,7 +249,6 @@ def test_a_bad_dictionary_is_refused_before_any_text_is_tokenised_naming_it(corp
     assert not (tmp_path / "out").exists()
 
 
-
 @pytest.mark.parametrize("case", ["spm-model-is-text", "vocab-is-binary", "vocab-without-specials"])
 def test_a_tokenizer_file_that_cannot_be_read_is_one_line_naming_it(corpus, tmp_path, capsys, case):
     """A text file given as --spm-model, a sentencepiece model or a word list as --wordpiece-vocab:
@@ -267,7 +265,6 @@ def test_a_tokenizer_file_that_cannot_be_read_is_one_line_naming_it(corpus, tmp_
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and f"error: {path}: not a usable" in err, err
     assert not (tmp_path / "out").exists() and no_leftovers(tmp_path) == []
-
 
 
 @pytest.mark.parametrize("listed", ["{t},,{t}", ",{t}"])
