@@ -70,8 +70,8 @@ def prepare_corpus(a):
                 spec = ("spm", os.path.abspath(a.spm_model), None)
             else:
                 model = os.path.join(output.staging, "spm.model")  # a scratch file of the run
-                print(f"prepare_data: training sentencepiece (bpe, vocab {a.vocab_size}) on {', '.join(train_files)}",
-                      flush=True)
+                print(f"{a.prog.replace('.sh', '')}: training sentencepiece (bpe, vocab {a.vocab_size}) on "
+                      f"{', '.join(train_files)}", flush=True)
                 # in a child process: the trainer's sample (up to 2M sentences, ~1 GB) is freed
                 # before the workers fork, instead of staying in every process
                 trainer = Workers(1)
