@@ -470,6 +470,30 @@ def test_sigterm_to_the_process_group_at_any_instant_stops_at_once_and_removes_t
         assert os.listdir(dest) == [], delay
 
 
+def test_wordpiece_case_auto_reads_the_tokenizer_config_beside_the_vocab_as_the_hub_does(corpus, minilm_vocab,
+                                                                                       tmp_path, capsys):
+    """A vocab whose tokenizer_config.json says do_lower_case false was tokenised lower-cased (the
+    vocab has no capitals), where s2s/prepare.sh and the hub read it cased."""
+    import shutil
+
+    (tmp_path / "vocab").mkdir()
+    shutil.copy(minilm_vocab, tmp_path / "vocab" / "vocab.txt")
+    (tmp_path / "vocab" / "tokenizer_config.json").write_text('{"do_lower_case": false}')
+    args = ["--train", corpus / "valid.txt", "--valid", corpus / "valid.txt", "--wordpiece-vocab"]
+    assert prepare(tmp_path / "auto", "corpus", *args, tmp_path / "vocab" / "vocab.txt") == 0
+    for case in ("cased", "uncased"):
+        assert prepare(tmp_path / case, "corpus", *args, minilm_vocab, "--wordpiece-case", case) == 0
+    assert same_files(tmp_path / "auto", tmp_path / "cased") == []
+    assert same_files(tmp_path / "auto", tmp_path / "uncased") != []
+    (tmp_path / "vocab" / "tokenizer_config.json").write_text("{not json")
+    capsys.readouterr()
+    assert prepare(tmp_path / "bad", "corpus", *args, tmp_path / "vocab" / "vocab.txt") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--wordpiece-case auto: {tmp_path / 'vocab' / 'tokenizer_config.json'}: " \
+        "cannot read do_lower_case" in err, err
+    assert not (tmp_path / "bad").exists()
+
+
 def test_a_ten_megabyte_line_without_spaces_is_one_unknown_wordpiece(tmp_path, minilm_vocab, corpus):
     """BERT's tokenizer maps a word of over 100 characters to [UNK]; sentencepiece keeps its pieces
     and pre-training cuts such a line into pieces of --tokens-per-sample."""

@@ -47,9 +47,23 @@ def read_casing(directory):
     path = os.path.join(directory, CASING)
     if not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        lower = json.load(f).get("do_lower_case")
+    try:
+        with open(path, encoding="utf-8") as f:
+            lower = json.load(f).get("do_lower_case")
+    except (ValueError, AttributeError) as e:  # (not JSON, not UTF-8, not an object)
+        raise ValueError(f"{path}: cannot read do_lower_case: {type(e).__name__}: {e}") from None
     return None if lower is None else not lower
+
+
+def wordpiece_casing(vocab_path):
+    """Whether the WordPiece vocab ``vocab_path`` is cased: the ``tokenizer_config.json`` beside it
+    says, else the vocab itself (text/vocab.py: an uncased vocab has no upper-case piece)."""
+    cased = read_casing(os.path.dirname(os.path.abspath(vocab_path)))
+    if cased is None:
+        from .vocab import read_vocab, vocab_is_cased
+
+        cased = vocab_is_cased(read_vocab(vocab_path))
+    return cased
 
 
 def write_casing(directory, cased):
@@ -69,12 +83,7 @@ def find(directory):
     if has_spm:
         return TokenizerFiles("sentencepiece", os.path.abspath(spm))
     if has_wp:
-        cased = read_casing(directory)
-        if cased is None:
-            from .vocab import read_vocab, vocab_is_cased
-
-            cased = vocab_is_cased(read_vocab(wp))
-        return TokenizerFiles("bert", os.path.abspath(wp), cased)
+        return TokenizerFiles("bert", os.path.abspath(wp), wordpiece_casing(wp))
     raise ValueError(f"{directory} has no tokenizer: neither {SENTENCEPIECE} (scripts/prepare_data.sh) nor "
                      f"{WORDPIECE} (scripts/convert_checkpoint.py import)")
 

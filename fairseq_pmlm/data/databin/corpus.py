@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 
+from ...text import tokenizer_files
 from ...text.token_ids import lookup_table
 from . import PrepareError
 from .dictionary import (
@@ -56,7 +57,13 @@ def prepare_corpus(a):
     if a.shards < 1:
         raise PrepareError("--shards must be at least 1")
     if a.wordpiece_vocab:
-        spec = ("wp", os.path.abspath(a.wordpiece_vocab), {"cased": True, "uncased": False}.get(a.wordpiece_case))
+        cased = {"cased": True, "uncased": False}.get(a.wordpiece_case)
+        if cased is None:  # auto: as the hub and s2s/prepare.sh read it (tokenizer_config.json, else the vocab)
+            try:
+                cased = tokenizer_files.read_casing(os.path.dirname(os.path.abspath(a.wordpiece_vocab)))
+            except ValueError as e:
+                raise PrepareError(f"--wordpiece-case auto: {e}") from None
+        spec = ("wp", os.path.abspath(a.wordpiece_vocab), cased)
     else:
         spec = ("spm", None, None)
     given = None
