@@ -90,8 +90,10 @@ def runs(tmp_path_factory):
         (c["zero"], tmp / "ckpt_zero", "--max-update", "2"),
         (data, tmp / "ckpt_positions", "--max-update", "2", "--tokens-per-sample", "1024"),
         (c["short_long"], tmp / "ckpt_short_long", "--max-update", "2", "--log-interval", "1", "--no-save"),
+        (data, tmp / "ckpt_metric", "--max-update", "2", "--objective", "ae", "--best-checkpoint-metric", "par_loss"),
     ])
-    names = ("first", "restore same_size", "restore other_size", "missing", "blank", "zero", "positions", "short_long")
+    names = ("first", "restore same_size", "restore other_size", "missing", "blank", "zero", "positions", "short_long",
+             "metric")
     c["run"] = dict(zip(names, dict_runs.result() + bad_runs.result()))
     return c
 
@@ -117,6 +119,15 @@ def test_tokens_per_sample_over_the_models_positions(runs):
     proc = runs["run"]["positions"]
     assert_fails_with(proc, "--tokens-per-sample 1024", "512")
     assert checkpoints(runs["tmp"] / "ckpt_positions") == []
+
+
+def test_a_best_checkpoint_metric_the_objective_never_logs_stops_before_the_first_update(runs):
+    """MLM (--objective ae) logs no par_loss: fairseq stopped with a KeyError after the first
+    validation (after an epoch of training, lost)."""
+    proc = runs["run"]["metric"]
+    assert_fails_with(proc, "--best-checkpoint-metric par_loss: --objective ae trains no par part, so validation "
+                            "never logs it (it logs loss, ae_loss, ae_acc)")
+    assert records(proc) == [] and checkpoints(runs["tmp"] / "ckpt_metric") == []
 
 
 @pytest.mark.parametrize("other", ["same_size", "other_size"])

@@ -13,6 +13,7 @@ from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
+from .. import objectives
 from ..modules.attention_rule import CONTEXT, PSEUDO
 from ..modules.transformer import ReadCells
 from ..objectives import LOSS_PARTS
@@ -51,6 +52,17 @@ class PMLMCriterion(FairseqCriterion):
         sample_size = torch.maximum(out["ae_count"], out["par_count"])
         out.update(loss=loss.detach(), sample_size=sample_size)
         return loss, sample_size, out
+
+    def unlogged_metric(self, metric):
+        """One line if ``metric`` (--best-checkpoint-metric) names a loss part this run's objective
+        does not train, so validation never logs it (fairseq's KeyError after the first validation)."""
+        parts = objectives.objective(str(self.task.cfg.objective)).loss_parts
+        names = {f"{p}_{kind}" for p in LOSS_PARTS for kind in ("loss", "acc")}
+        if metric in names and metric.split("_")[0] not in parts:
+            logged = ", ".join(["loss"] + [f"{p}_{kind}" for p in parts for kind in ("loss", "acc")])
+            return (f"--best-checkpoint-metric {metric}: --objective {self.task.cfg.objective} trains no "
+                    f"{metric.split('_')[0]} part, so validation never logs it (it logs {logged})")
+        return None
 
     @staticmethod
     def reduce_metrics(logging_outputs):

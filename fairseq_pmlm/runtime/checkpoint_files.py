@@ -21,7 +21,9 @@ before fairseq loads it and every rank stops on its verdict (fairseq loads on ra
 an error there would leave the others waiting in a broadcast); a ``--restore-file`` that does
 not exist stops (fairseq trains from random weights); leftovers of killed writes
 (``checkpoint*.pt.tmp``) are removed; a checkpoint already at ``--max-update`` ends the run with
-nothing to do (fairseq trains one more update and overwrites it).
+nothing to do (fairseq trains one more update and overwrites it); a --best-checkpoint-metric the
+criterion never logs with this --objective (``par_loss`` with ``ae``) stops (fairseq's KeyError
+came after the first validation).
 
 Resuming data-parallel training: fairseq loads the checkpoint on rank 0 and sends it to the
 other ranks as ``torch.save`` bytes over the process group, which they ``torch.load`` with
@@ -323,8 +325,11 @@ def remove_leftovers(save_dir):
 def load_checkpoint(cfg, trainer, **passthrough_args):
     problem = None
     if trainer.data_parallel_rank == 0:
+        criterion = trainer.get_criterion()
         problem = restart_problem(cfg, trainer.checkpoint_suffix, trainer.get_model(),
-                                  run=(trainer.cfg.task._name, type(trainer.get_criterion()).__name__))
+                                  run=(trainer.cfg.task._name, type(criterion).__name__))
+        if problem is None and hasattr(criterion, "unlogged_metric") and not trainer.cfg.dataset.disable_validation:
+            problem = criterion.unlogged_metric(cfg.best_checkpoint_metric)  # else the first validation fails
         if problem is None and not cfg.no_save:
             remove_leftovers(cfg.save_dir)
     if trainer.data_parallel_world_size > 1:  # every rank stops, not rank 0 alone
