@@ -401,3 +401,14 @@ def test_an_unreadable_tokenizer_vocab_is_named_in_the_s2sft_exports_error(tiny,
         export.export_checkpoint(str(tmp_path / "plugin" / "model.pt"), str(tmp_path / "out"), fmt="s2s-ft")
     assert str(e.value).startswith(f"{bad}: ") and "dict.txt" not in str(e.value), str(e.value)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_tokenizer_config_that_is_not_json_is_one_line_naming_it(tiny, tmp_path):
+    import shutil
+
+    shutil.copytree(tiny.parent / "bert", tmp_path / "bert")
+    (tmp_path / "bert" / "tokenizer_config.json").write_text("{not json")
+    with pytest.raises(ConversionError) as e:
+        convert.import_checkpoint(str(tmp_path / "bert"), str(tmp_path / "out"))
+    assert str(e.value).startswith(f"{tmp_path / 'bert' / 'tokenizer_config.json'}: cannot read do_lower_case: ")
+    assert not (tmp_path / "out").exists()

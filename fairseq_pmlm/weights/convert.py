@@ -50,7 +50,10 @@ def read_casing(config_path, tokens, override=None, weights=None):
     if override is not None:
         return override
     d = os.path.dirname(config_path)
-    cased = tokenizer_files.read_casing(d)
+    try:
+        cased = tokenizer_files.read_casing(d)
+    except ValueError as e:
+        raise ConversionError(str(e)) from None
     if cased is not None:
         return cased
     lower = s2sft.lower_case(weights) if weights else None
