@@ -57,11 +57,11 @@ class PMLMCriterion(FairseqCriterion):
         """One line if ``metric`` (--best-checkpoint-metric) names a loss part this run's objective
         does not train, so validation never logs it (fairseq's KeyError after the first validation)."""
         parts = objectives.objective(str(self.task.cfg.objective)).loss_parts
-        names = {f"{p}_{kind}" for p in LOSS_PARTS for kind in ("loss", "acc")}
-        if metric in names and metric.split("_")[0] not in parts:
-            logged = ", ".join(["loss"] + [f"{p}_{kind}" for p in parts for kind in ("loss", "acc")])
-            return (f"--best-checkpoint-metric {metric}: --objective {self.task.cfg.objective} trains no "
-                    f"{metric.split('_')[0]} part, so validation never logs it (it logs {logged})")
+        part, _, kind = metric.partition("_")
+        if part in LOSS_PARTS and kind in ("loss", "acc") and part not in parts:
+            logged = ", ".join(["loss"] + [f"{p}_{k}" for p in parts for k in ("loss", "acc")])
+            return (f"--best-checkpoint-metric {metric}: --objective {self.task.cfg.objective} trains no {part} "
+                    f"part, so validation never logs it (it logs {logged})")
         return None
 
     @staticmethod
