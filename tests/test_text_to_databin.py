@@ -196,6 +196,30 @@ def test_each_training_file_ends_a_document_so_the_next_files_first_is_never_mer
     assert same_files(tmp_path / "whole", tmp_path / "files") == []
 
 
+@pytest.mark.parametrize("dictionary", ["made here", "given without the row"])
+def test_a_separator_spelled_out_in_pretraining_text_is_said_with_what_it_becomes(corpus, tmp_path, capsys,
+                                                                                   dictionary):
+    """"[X_SEP]" in pre-training text is one token, the separator row fine-tuning's summaries use
+    (or <unk> in a dictionary without one): the pairs route said so, pre-training text changed silently."""
+    train = tmp_path / "train.txt"
+    train.write_text((corpus / "train.txt").read_text() + "\nFirst sentence. [X_SEP] Second one. [X_SEP] Third.\n")
+    args = ["corpus", "--train", train, "--valid", corpus / "valid.txt", "--spm-model", corpus / "spm.model"]
+    if dictionary != "made here":
+        assert prepare(tmp_path / "first", *args) == 0
+        rows = (tmp_path / "first" / "dict.txt").read_text().splitlines()
+        (tmp_path / "dict.txt").write_text("".join(r + "\n" for r in rows if not r.startswith(SENTENCE_SEP)))
+        args += ["--srcdict", tmp_path / "dict.txt"]
+    capsys.readouterr()
+    assert prepare(tmp_path / "out", *args) == 0
+    out = capsys.readouterr().out
+    if dictionary == "made here":
+        assert f"sentence separator {SENTENCE_SEP}: 2 in the text (the --train/--valid text), one token each " \
+               "(its own row)" in out, out
+    else:
+        assert f"note: the --train/--valid text holds {SENTENCE_SEP} (2 in the text) but {tmp_path / 'dict.txt'} " \
+               "has no row for it" in out, out
+
+
 @pytest.mark.parametrize("split", ["train", "valid"])
 def test_text_without_a_token_is_refused_naming_the_file_not_the_shards(corpus, tmp_path, capsys, split):
     """Lines of only zero-width spaces and tabs pass the blank-line check but hold no token: the

@@ -15,7 +15,7 @@ from .dictionary import (
     load_dictionary,
     load_dictionary_text,
 )
-from .prepare import Preparer, open_output, print_stats
+from .prepare import Preparer, open_output, print_stats, say_separators
 from .reading import has_text, shard_plan
 from .workers import Workers
 from .writer import write_tokenizer_files
@@ -128,6 +128,10 @@ def prepare_corpus(a):
             else:
                 dictionary = dictionary_from_counts(pieces, counts, prep.eos_code)
             check_reserved(dictionary, "the dictionary made here")
+        # pre-training reads [X_SEP] as fine-tuning's summaries do: one token (said, as the pairs route says it)
+        n_sep = int(counts[tok.sep_id] + valid_counts[tok.sep_id])
+        say_separators(prep, "the --train/--valid text", n_sep, dictionary, a.srcdict or "the dictionary made here",
+                       "a dictionary with that row keeps it one token, as fine-tuning's summaries read it")
         table = lookup_table(pieces, dictionary)
         built = prep.built
         dirs = [built] if a.shards == 1 else [os.path.join(built, f"shard{k}") for k in range(a.shards)]

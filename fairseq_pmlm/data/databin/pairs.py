@@ -3,12 +3,11 @@ pair layout, tokenised and numbered as the pre-training data (its dictionary on 
 tokenizer files copied)."""
 import os
 
-from ...symbols import SENTENCE_SEP, separator_symbol
 from ...text import tokenizer_files
 from ...text.token_ids import lookup_table
 from . import PrepareError
 from .dictionary import check_dict_is_vocab_cut, load_dictionary
-from .prepare import Preparer, open_output, print_stats
+from .prepare import Preparer, open_output, print_stats, say_separators
 from .reading import count_lines, has_text
 
 
@@ -59,19 +58,11 @@ def prepare_pairs(a):
                 parts, _, counts = prep.encode(f"{split}.{side}", path, [(0, os.path.getsize(path))])
                 encoded[split, side] = parts
                 separators[path] = int(counts[tok.sep_id])
-        if any(separators.values()):
-            sep = separator_symbol(dictionary.symbols)
-            path = next(p for p, n in separators.items() if n)
-            if sep is None:
-                # a literal "[X_SEP]" in ordinary text (a docstring that names it) is no reason to stop; in
-                # summaries it would be, so say it where the user sees it
-                prep.say(f"note: {path} holds {SENTENCE_SEP} ({sum(separators.values()):,} in the text) but "
-                         f"{os.path.join(pre, 'dict.txt')} has no row for it (neither {SENTENCE_SEP} nor a "
-                         f"WordPiece [unusedN] row): it becomes <unk>; for sentence-separated summaries use a "
-                         f"dictionary that has one")
-            else:
-                prep.say(f"sentence separator {SENTENCE_SEP}: {sum(separators.values()):,} in the text, one token "
-                         f"each ({sep if sep != SENTENCE_SEP else 'its own row'})")
+        where = next((p for p, n in separators.items() if n), None)
+        # a literal "[X_SEP]" in ordinary text (a docstring that names it) is no reason to stop; in
+        # summaries it would be, so say it where the user sees it
+        say_separators(prep, where, sum(separators.values()), dictionary, os.path.join(pre, "dict.txt"),
+                       "for sentence-separated summaries use a dictionary that has one")
         table = lookup_table(tok.pieces(), dictionary)
         built = prep.built
         for (split, side), parts in encoded.items():

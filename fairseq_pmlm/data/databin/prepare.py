@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from ...runtime import output_dir
+from ...symbols import SENTENCE_SEP, separator_symbol
 from ...text.token_ids import make_tokenizer
 from . import PrepareError, reading
 from .reading import part_offsets
@@ -128,3 +129,19 @@ def open_output(out, force, inputs):
 def print_stats(prep, label, lines, tokens, unks):
     share = 100.0 * unks / tokens if tokens else 0.0
     prep.say(f"  {label}: {lines:,} lines, {tokens:,} tokens, {share:.2f}% <unk>")
+
+
+def say_separators(prep, where, n, dictionary, dict_name, why_unk):
+    """The one line on ``[X_SEP]`` in the text (``n`` of them, first seen in ``where``): each is one
+    token, the dictionary's separator row, or <unk> where it has none (``why_unk``: why that matters
+    to this route). Said for pre-training text and pairs alike, so that a literal "[X_SEP]" never
+    changes the data silently."""
+    if not n:
+        return
+    sep = separator_symbol(dictionary.symbols)
+    if sep is None:
+        prep.say(f"note: {where} holds {SENTENCE_SEP} ({n:,} in the text) but {dict_name} has no row for it "
+                 f"(neither {SENTENCE_SEP} nor a WordPiece [unusedN] row): it becomes <unk>; {why_unk}")
+    else:
+        prep.say(f"sentence separator {SENTENCE_SEP}: {n:,} in the text ({where}), one token each "
+                 f"({sep if sep != SENTENCE_SEP else 'its own row'})")
