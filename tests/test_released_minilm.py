@@ -183,6 +183,14 @@ def test_fill_mask_counts_both_mask_spellings_as_masks(hub):
         hub.fill_mask("The <mask> sat on the [MASK].")
 
 
+def test_fill_mask_takes_barts_call_and_refuses_what_one_token_cannot_honour(hub):
+    """BART's hub call, ``fill_mask(list, topk=, match_source_len=True)``, was a TypeError."""
+    texts = ["The cat sat on the [MASK].", "A [MASK] day."]
+    assert hub.fill_mask(texts, topk=3, match_source_len=True) == hub.fill_mask(texts, topk=3)
+    with pytest.raises(TypeError, match="fill_mask: match_source_len=False, beam: .*one token"):
+        hub.fill_mask(texts, topk=3, match_source_len=False, beam=10)
+
+
 def test_fill_mask_predicts_without_dropout_when_the_hub_is_in_train_mode(hub):
     want = hub.fill_mask("The cat sat on the [MASK].", topk=3)
     try:

@@ -256,10 +256,12 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
         logits, _ = self.model(self._batch(tokens), classification_head_name=head)
         return logits if return_logits or logits.size(-1) == 1 else F.log_softmax(logits, dim=-1)
 
-    def fill_mask(self, masked_input, topk=5):
+    def fill_mask(self, masked_input, topk=5, match_source_len=True, **generate_kwargs):
         """Top ``topk`` fillers of the single ``[MASK]`` (or ``<mask>``) in ``masked_input`` by
         the AE head: a list of (filled text, probability, filler) like RoBERTa's ``fill_mask``; a list
-        of inputs (BART's form) gives one such list each.
+        of inputs (BART's form) gives one such list each. The filler is one token read in one
+        forward pass, so the output always has the source's length (BART's default
+        ``match_source_len=True``); ``False`` and BART's beam-search arguments are refused.
         Released weights without an MLM head (all-MiniLM-L6-v2: the converter says so) have a
         fresh AE head, whose fillers mean nothing until PMLM pre-training trains it: said once, as a
         warning, where the checkpoint records its head untrained."""
@@ -267,6 +269,10 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
             raise ValueError("fill_mask: this is a sequence-to-sequence fine-tuned checkpoint (task "
                              f"{self.cfg.task._name}); its LM head predicts targets, not masked tokens: "
                              "use a pre-trained or converted checkpoint")
+        if not match_source_len or generate_kwargs:
+            given = ["match_source_len=False"] * (not match_source_len) + sorted(generate_kwargs)
+            raise TypeError(f"fill_mask: {', '.join(given)}: this hub fills the one mask with one token read "
+                            "off the AE head in a forward pass (no beam search, as RoBERTa's fill_mask)")
         if isinstance(masked_input, (list, tuple)):
             return [self.fill_mask(text, topk) for text in masked_input]
         spelling = next((m for m in MASK_SPELLINGS if m in masked_input), None)
@@ -303,7 +309,9 @@ class UniLMv2HubInterface(hub_utils.GeneratorHubInterface):
 
     def generate(self, tokenized_sentences, beam=5, verbose=False, **kwargs):
         """fairseq's hub ``generate`` for sequence-to-sequence checkpoints. Without ``max_len_b``
-        the longest output is the fine-tuning target length (``--max-target-positions``).
+        the longest output is the fine-tuning target length (``--max-target-positions``). A source
+        longer than ``--max-source-positions`` is cut to it, as fine-tuning and fairseq-generate cut
+        it, so ``skip_invalid_size_inputs`` has nothing to skip: every source gets its hypotheses.
         A source without a token (``sample([""])``) is refused with a ValueError naming it rather
         than answered with text the model invents from nothing; so is a ``beam`` below 1."""
         if not self.is_seq2seq:
