@@ -400,6 +400,19 @@ def test_a_destination_two_levels_deep_that_does_not_exist_is_created(corpus, tm
     assert os.listdir(tmp_path / "new" / "deeper") == ["name"]  # no temp dir left beside it
 
 
+def test_a_run_stopped_before_its_output_leaves_no_directory_it_made_on_the_way(corpus, tmp_path, capsys):
+    """--out new/deeper/name: a run that stopped (here: text without a token, found after the output
+    was opened) removed its staging directory but left new/deeper/ behind, empty."""
+    (tmp_path / "no_tokens.txt").write_text("\u200b\n")
+    (tmp_path / "kept").mkdir()
+    for out in (tmp_path / "new" / "deeper" / "name", tmp_path / "kept" / "new" / "name"):
+        rc = prepare(out, "corpus", "--train", tmp_path / "no_tokens.txt", "--valid", corpus / "valid.txt",
+                     "--spm-model", corpus / "spm.model")
+        assert rc == 2 and "has no token" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["kept", "no_tokens.txt"]  # a directory that was there stays
+    assert os.listdir(tmp_path / "kept") == []
+
+
 def test_sigterm_removes_the_temporary_directory_and_writes_nothing(corpus, tmp_path):
     big = tmp_path / "big.txt"
     big.write_bytes((corpus / "train.txt").read_bytes() * 1500)  # ~35 MB: ~10 s of work

@@ -24,7 +24,8 @@ export; ``s2s/get_data.py``: ``public_data/cnndm_xsum.py``; ``glue/prepare_glue.
   put back; any other is removed; one line says which;
 - the staging directory is registered the moment it exists (signals held back around
   ``mkdtemp``), and ``interrupts.one_line_exit`` closes whatever is still open on any way out: no
-  hidden directory survives an error, Ctrl-C or SIGTERM at any instant.
+  hidden directory survives an error, Ctrl-C or SIGTERM at any instant, nor do the directories
+  above OUT that the run made (``--out new/deeper/OUT``) while they are empty.
 """
 import contextlib
 import ctypes
@@ -123,10 +124,14 @@ class Output:
 
     def __init__(self, out, force, inputs=(), within=(), marker=None, error=BadInput, hint="output"):
         """``marker``: (file name, command name), for a command whose --force replaces only its own output."""
-        self.given, self.out = out, os.path.abspath(out)
+        self.given, self.out, self.made = out, os.path.abspath(out), []  # made: see close()
         self.force, self.marker, self.error, self.hint = force, marker, error, hint
         check(out, force, inputs, within, marker, error, hint)
         parent, name = os.path.split(self.out)
+        missing = parent  # the directories above OUT this run makes, deepest first
+        while missing and not os.path.lexists(missing):
+            self.made.append(missing)
+            missing = os.path.dirname(missing)
         try:
             os.makedirs(parent, exist_ok=True)
         except OSError as e:
@@ -208,10 +213,18 @@ class Output:
             _WRITTEN.append(self.given)
 
     def close(self):
-        """Remove the staging directory (the old OUT with it), then release its lock; idempotent."""
+        """Remove the staging directory (the old OUT with it), then release its lock; idempotent.
+        Directories made above OUT go too while empty (a run stopped before its swap leaves none of
+        ``a/b/`` for ``--out a/b/OUT``), as long as nothing else, another run's output, is in them."""
         if self.staging:
             shutil.rmtree(self.staging, ignore_errors=True)
             self.staging = None
+        for d in self.made:
+            try:
+                os.rmdir(d)
+            except OSError:  # (OUT is in it, or something else is)
+                break
+        self.made = []
         if self.lock_fd is not None:
             os.close(self.lock_fd)
             self.lock_fd = None
