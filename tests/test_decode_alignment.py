@@ -121,6 +121,33 @@ def test_a_test_split_and_references_of_different_lengths_stop_before_decoding(t
     assert not out.exists()
 
 
+def test_generate_with_nbest_writes_the_best_hypothesis_of_each_pair_and_refuses_flags_hiding_its_log(
+        tmp_path_factory, tmp_path):
+    """fairseq-generate --nbest N prints N D-lines a pair, best first: hyp.txt takes the first (it
+    stopped with "12 hypotheses, not one for each ... skipped?"). --results-path and --quiet after
+    -- left no log where the recipe reads it (an `mv: cannot stat` or "0 hypotheses"), another
+    --gen-subset decoded pairs that are not --refs'."""
+    raw, data, save = tiny_s2s(tmp_path_factory)
+    out = tmp_path / "gen"
+    proc = recipe("s2s/generate.sh", "--data", data, "--checkpoint", save / "checkpoint_last.pt", "--refs",
+                  raw / "test.target", "--out-dir", out, *GENERATE, "--nbest", "2")
+    log = (out / "generate-test.txt").read_text()
+    assert sum(line.startswith("D-") for line in log.splitlines()) == 2 * TEST_PAIRS
+    firsts = {}
+    for line in log.splitlines():
+        if line.startswith("D-"):
+            firsts.setdefault(int(line.split("\t")[0][2:]), line.split("\t")[-1])
+    assert (out / "hyp.txt").read_text().splitlines() == [firsts[i] for i in range(TEST_PAIRS)]
+    assert "ROUGE-L" in proc.stdout
+    for extra, flag in ((["--results-path", tmp_path / "elsewhere"], "--results-path"), (["--quiet"], "--quiet"),
+                        (["--gen-subset=valid"], "--gen-subset valid")):
+        proc = recipe("s2s/generate.sh", "--data", data, "--checkpoint", save / "checkpoint_last.pt", "--refs",
+                      raw / "test.target", "--out-dir", tmp_path / "refused", *GENERATE, *extra, check=False)
+        assert proc.returncode == 2 and proc.stderr.startswith(f"s2s/generate.sh: error: {flag} after --: ")
+        assert len(proc.stderr.splitlines()) == 1 and not (tmp_path / "refused").exists()
+    assert not (tmp_path / "elsewhere").exists()
+
+
 @pytest.mark.parametrize("how", ["SIGTERM to the recipe", "Ctrl-C (SIGINT to its process group)"])
 def test_a_signal_during_decoding_stops_it_and_leaves_no_temporary_or_partial_file(how, tmp_path_factory, tmp_path):
     raw, data, save = tiny_s2s(tmp_path_factory)
@@ -250,6 +277,32 @@ def test_generation_flags_the_model_cannot_honour_are_refused_in_one_line(hub, f
         hub.task.build_generator(hub.models, args)
     setattr(args, flag, None)
     hub.task.build_generator(hub.models, args)  # control
+
+
+def test_score_reference_refuses_a_test_pair_longer_than_the_positions_in_one_line(hub, tmp_path_factory,
+                                                                                    monkeypatch):
+    """Test references are kept whole; --score-reference feeds each after its source, and a pair that
+    did not fit raised a ValueError mid-run (after the batches before it were printed)."""
+    from fairseq_pmlm.errors import BadInput
+    from fairseq_pmlm.tasks.pmlm_seq2seq import PMLMSeq2SeqConfig, PMLMSeq2SeqTask
+
+    _, data, _ = tiny_s2s(tmp_path_factory)
+    args = hub.cfg.generation.copy()
+    args.score_reference = True
+    task = PMLMSeq2SeqTask.setup_task(PMLMSeq2SeqConfig(data=str(data), seed=1))
+    task.load_dataset("test")
+    ds = task.datasets["test"]
+    need = ds.src_sizes + ds.tgt_sizes
+    model = hub.models[0]
+    monkeypatch.setattr(model, "max_positions", lambda: int(need.max()))
+    task.build_generator(hub.models, args)  # the longest pair fits exactly
+    monkeypatch.setattr(model, "max_positions", lambda: int(need.max()) - 1)
+    i = int(need.argmax())
+    with pytest.raises(BadInput, match=rf"^--score-reference: test pair {i}'s source \({ds.src_sizes[i]} positions "
+                                       rf"with \[SOS\] and \[EOS\]\) and reference, kept whole \({ds.tgt_sizes[i]} "
+                                       rf"tokens with EOS\), need {need[i]} positions, the model has {need[i] - 1} "
+                                       rf"\(\d+ such pair\(s\)\): lower --max-source-positions to \d+$"):
+        task.build_generator(hub.models, args)
 
 
 def test_match_source_len_counts_the_source_text_as_for_a_translation_model_not_its_sos(hub):

@@ -262,3 +262,18 @@ def test_fine_tuning_with_an_unreadable_checkpoint_last_names_the_intact_one_bes
         f"the zip directory that ends a whole file); the newest intact checkpoint there is {save}/checkpoint_best.pt "
         f"(update 2): `cp {save}/checkpoint_best.pt {save}/checkpoint_last.pt` and rerun the same command to resume "
         "from it (--force moves it aside)\n")
+
+
+@pytest.mark.parametrize("case", ["missing", "a directory"])
+def test_decoding_from_a_checkpoint_path_that_is_missing_or_a_directory_is_one_line_naming_it(case, tmp_path_factory):
+    """fairseq's IOError "Model file not found" and IsADirectoryError (a save dir as --path) were tracebacks."""
+    _, data, save = tiny_s2s(tmp_path_factory)
+    path = save / "checkpoint_nope.pt" if case == "missing" else save
+    proc = run("fairseq-generate", data, "--user-dir", USER_DIR, "--task", "pmlm_seq2seq", "--path", path,
+               "--gen-subset", "test", "--cpu", check=False)
+    expect = (f"checkpoint not found: {path}" if case == "missing" else
+              f"checkpoint {path} is a directory: name a checkpoint file (the newest intact one in it: "
+              f"{save}/checkpoint_last.pt)")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert [line for line in proc.stderr.splitlines() if "error" in line.lower()] == [
+        f"fairseq-generate: error: {expect}"], proc.stderr[-3000:]

@@ -335,6 +335,20 @@ def test_no_repeat_ngram_size_blocks_every_repeated_ngram(tmp_path, rng):
         assert repeats(task.build_generator([model], args), n) == 0
 
 
+def test_no_repeat_ngram_size_1_bans_decoded_tokens_but_not_the_end(tmp_path, rng):
+    """The start symbol (fairseq's EOS at position 0) is no decoded token: banning it as a
+    "repeat" left no hypothesis an end, and the generator stopped on an AssertionError."""
+    task = seq2seq_task(tmp_path, max_source_positions=16)
+    model = tiny_model(task.dictionary, seed=3)
+    src, lens, _, _ = random_pairs(task.dictionary, rng)
+    gen = task.build_generator([model], GenerationConfig(beam=4, max_len_a=0, max_len_b=6, no_repeat_ngram_size=1))
+    with torch.no_grad():
+        hyps = [h["tokens"].tolist() for beams in gen.forward({"net_input": {"src_tokens": src, "src_lengths": lens}})
+                for h in beams]
+    assert len(hyps) == 4 * len(src)
+    assert all(t[-1] == task.dictionary.eos() and len(set(t)) == len(t) for t in hyps)
+
+
 @pytest.mark.parametrize("formula", ["fairseq", "gnmt"])
 def test_lenpen_formula_divides_the_summed_log_probs_as_named(formula, tmp_path, rng):
     """gnmt: sum(log p) / ((5 + L) / 6) ** lenpen (s2s-ft); fairseq: sum(log p) / L ** lenpen;

@@ -54,7 +54,7 @@ from fairseq.distributed import utils as distributed_utils
 from fairseq.file_io import PathManager
 
 from .. import disk_full
-from ..errors import OneLineError
+from ..errors import InputNotFound, OneLineError
 
 logger = logging.getLogger(__name__)
 SAVED = {}  # path (as fairseq names it) -> the update count of what this process last wrote there
@@ -241,12 +241,28 @@ def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
     try:
         return _fairseq["load_checkpoint_to_cpu"](path, arg_overrides, load_on_all_ranks)
     except Exception:
+        if _local(path) and os.path.isdir(path):  # (a save dir given as --path: IsADirectoryError)
+            intact = newest_intact(path, besides="")
+            raise CheckpointError(f"checkpoint {path} is a directory: name a checkpoint file" + (
+                f" (the newest intact one in it: {intact[0]})" if intact else "")) from None
         if not (_local(path) and os.path.isfile(path)):
             raise
         _, reason = inspect(path)
         if reason is None:  # the file is fine: not ours to explain
             raise
         raise CheckpointError(unreadable(path, reason)) from None
+
+
+def load_model_ensemble_and_task(filenames, *args, **kwargs):
+    """fairseq's, with a checkpoint that is not there (fairseq-generate's, -interactive's
+    --path) one line naming it instead of fairseq's IOError traceback."""
+    try:
+        return _fairseq["load_model_ensemble_and_task"](filenames, *args, **kwargs)
+    except OSError as e:
+        missing = re.fullmatch(r"Model file not found: (.*)", str(e), re.DOTALL)
+        if missing is None:
+            raise
+        raise InputNotFound(f"checkpoint not found: {missing.group(1)}") from None
 
 
 # ----------------------------------------------------------------------------- starting training
@@ -365,9 +381,10 @@ def broadcast_object_slow(obj, src_rank, group, dist_device):
 # fairseq's own functions, kept on its module: a second import of the plugin wraps them, not ours
 _fairseq = checkpoint_utils.__dict__.setdefault("_pmlm_originals", {
     name: getattr(checkpoint_utils, name) for name in ("torch_persistent_save", "load_checkpoint_to_cpu",
-                                                       "load_checkpoint")})
+                                                       "load_checkpoint", "load_model_ensemble_and_task")})
 checkpoint_utils.torch_persistent_save = torch_persistent_save
 checkpoint_utils.PathManager = CheckpointPathManager
 checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
 checkpoint_utils.load_checkpoint = load_checkpoint
+checkpoint_utils.load_model_ensemble_and_task = load_model_ensemble_and_task
 distributed_utils._broadcast_object_slow = broadcast_object_slow

@@ -264,7 +264,9 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         limit = min(m.max_positions() for m in models)
         src = self.cfg.max_source_positions
         # the [P] of the last step (forced EOS) sits at position src + longest
-        if getattr(args, "match_source_len", False):  # (then fairseq ignores --max-len-a/b)
+        if getattr(args, "score_reference", False):  # (fairseq's scorer decodes nothing: no --max-len-a/b)
+            self._check_references_fit(limit)
+        elif getattr(args, "match_source_len", False):  # (then fairseq ignores --max-len-a/b)
             longest = src - 1  # the source's tokens but [SOS] (sequence_generator.py)
             if src + longest >= limit:
                 raise BadInput(
@@ -297,6 +299,25 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
                 **(extra_gen_cls_kwargs or {}),
             }
         return super().build_generator(models, args, seq_gen_cls, extra_gen_cls_kwargs, **kwargs)
+
+    def _check_references_fit(self, limit):
+        """--score-reference reads each test reference after its source, and test references are
+        kept whole (load_dataset): each pair's must fit (the model raised at the first batch that
+        did not, after printing the ones before it)."""
+        for split, ds in self.datasets.items():
+            if not (split.startswith("test") and getattr(ds, "tgt_sizes", None) is not None and len(ds.tgt_sizes)):
+                continue
+            need = ds.src_sizes.astype(np.int64) + ds.tgt_sizes  # positions: [SOS] source [EOS], then the reference
+            over = np.flatnonzero(need > limit)
+            if len(over):
+                i = int(over[np.argmax(need[over])])
+                room = limit - int(ds.tgt_sizes[over].max())  # the longest source that lets them all fit
+                raise BadInput(
+                    f"--score-reference: {split} pair {i}'s source ({ds.src_sizes[i]} positions with [SOS] and "
+                    f"[EOS]) and reference, kept whole ({ds.tgt_sizes[i]} tokens with EOS), need {need[i]} "
+                    f"positions, the model has {limit} ({len(over)} such pair(s)): " + (
+                        f"lower --max-source-positions to {room}" if room >= 3 else
+                        "no source fits before the longest (score a split without it)"))
 
     def max_positions(self):
         return (self.cfg.max_source_positions, self.cfg.max_target_positions)

@@ -12,13 +12,15 @@
 #            --out-dir outputs/xsum -- --batch-size 32
 # DATA's pairs with other suffixes than prepare.sh's (source, target): -- --source-lang src --target-lang tgt.
 # Writes OUT_DIR/generate-test.txt (fairseq's log), OUT_DIR/hyp.txt (one detokenised
-# hypothesis a line, in input order) and OUT_DIR/scores.txt. Every test pair is decoded, empty
-# sides included (an empty source is decoded from [SOS] [EOS]), so hyp.txt lines up with RAW_REFS;
-# a test split and RAW_REFS of different lengths stop the recipe before decoding. Each file is
-# written in a temporary directory inside OUT_DIR and moved into place once its step succeeded
-# (the new generate-test.txt first replaces all three of an earlier run), so OUT_DIR never mixes
-# runs nor holds a half-written file; on a failure, Ctrl-C or SIGTERM the temporary files go (and
-# an OUT_DIR the run made, left empty). A full disk is one line naming the file.
+# hypothesis a line, in input order: the best, also with -- --nbest N) and OUT_DIR/scores.txt
+# (so -- --results-path, --quiet and a --gen-subset other than test are refused). Every test
+# pair is decoded, empty sides included (an empty source is decoded from [SOS] [EOS]), so hyp.txt
+# lines up with RAW_REFS; a test split and RAW_REFS of different lengths stop the recipe before
+# decoding. Each file is written in a temporary directory inside OUT_DIR and moved into place
+# once its step succeeded (the new generate-test.txt first replaces all three of an earlier
+# run), so OUT_DIR never mixes runs nor holds a half-written file; on a failure, Ctrl-C or SIGTERM
+# the temporary files go (and an OUT_DIR the run made, left empty). A full disk is one line
+# naming the file.
 # Presets cnndm and xsum score as the papers did (score.py --preset: ROUGE-1.5.5's tokens and
 # stemmer, ROUGE-Lsum the summary-level ROUGE-L over the sentences) and add the row of s2s-ft's
 # post-processing (--style both); hyp.txt keeps [X_SEP] between sentences, as s2s-ft writes its
@@ -34,6 +36,15 @@ PRESET='' DATA='' CKPT='' REFS='' OUT=''
 PASS_TO=fairseq-generate
 parse_flags "$@"
 require_flags --preset --data --checkpoint --refs --out-dir
+# the recipe names fairseq-generate's split and log file and reads the hypotheses from the log
+for arg in ${EXTRA[@]+"${EXTRA[@]}"}; do
+  case ${arg%%=*} in
+    --results-path | --quiet) die "${arg%%=*} after --: generate.sh writes fairseq-generate's log to" \
+      "--out-dir itself and reads the hypotheses from it (drop ${arg%%=*})" ;;
+  esac
+done
+[ "$(extra_value --gen-subset test)" = test ] || die "--gen-subset $(extra_value --gen-subset test) after --:" \
+  "generate.sh decodes the test split, whose pairs line up with --refs (fairseq-generate decodes any split)"
 forward_signals  # from here on: the facts runs and the steps stop cleanly on Ctrl-C and SIGTERM
 preset "$PRESET"
 require_files "$CKPT" "$REFS"
@@ -69,17 +80,19 @@ run_step fairseq-generate "$DATA" --user-dir "$ROOT/fairseq_pmlm" --task pmlm_se
   --scoring rouge ${ROUGE[@]+"${ROUGE[@]}"} --results-path "$TMP" "${DEVICE[@]}" ${EXTRA[@]+"${EXTRA[@]}"}
 rm -f "$OUT/hyp.txt" "$OUT/scores.txt"  # an earlier run's: this run's replace them or none are left
 mv "$TMP/generate-test.txt" "$OUT/generate-test.txt"
-# D-<id> lines hold the detokenised best hypothesis: one per test pair, put back in input order,
-# the separator's symbol (an [unusedN] row of a WordPiece vocabulary) written as [X_SEP]
+# D-<id> lines hold the detokenised hypotheses, best first (--nbest N: N of them): the first of
+# each test pair, put back in input order, the separator's symbol (an [unusedN] row of a
+# WordPiece vocabulary) written as [X_SEP]
 awk -F '\t' -v n="$PAIRS" -v sep="$SEP" 'function unalias(s,  out, i) {
     if (sep == "" || sep == "[X_SEP]") return s
     for (out = ""; (i = index(s, sep)) > 0; s = substr(s, i + length(sep))) out = out substr(s, 1, i - 1) "[X_SEP]"
     return out s }
-  /^D-[0-9]+\t/ { id = substr($1, 3) + 0; bad = bad || id in hyp || id >= n
+  /^D-[0-9]+\t/ { id = substr($1, 3) + 0; if (id in hyp) next; bad = bad || id >= n
     hyp[id] = unalias($3); count++ }
   END { if (bad || count != n) exit 1; for (i = 0; i < n; i++) print hyp[i] }' \
   "$OUT/generate-test.txt" > "$TMP/hyp.txt" ||
-  die "$OUT/generate-test.txt has $(grep -c '^D-[0-9]' "$OUT/generate-test.txt") hypotheses, not one for each of" \
+  die "$OUT/generate-test.txt has hypotheses for $(grep -o '^D-[0-9]*' "$OUT/generate-test.txt" | sort -u | wc -l)" \
+    "test pairs, not for each of" \
     "the $PAIRS test pairs of $DATA (were some skipped, e.g. by --skip-invalid-size-inputs-valid-test?)"
 mv "$TMP/hyp.txt" "$OUT/hyp.txt"
 tail -2 "$OUT/generate-test.txt"
