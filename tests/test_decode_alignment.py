@@ -235,6 +235,17 @@ def test_interactive_session_goes_on_past_a_line_that_is_not_utf8(tmp_path_facto
     assert "replaced 1 character(s) that are not valid Unicode" in out + proc.stderr.decode("utf-8", "replace")
 
 
+def test_interactive_with_stdin_closed_ends_as_on_empty_input(tmp_path_factory):
+    """`fairseq-interactive ... <&-` (stock fairseq too) ended in an AttributeError traceback."""
+    _, data, save = tiny_s2s(tmp_path_factory)
+    proc = subprocess.run([os.path.join(BIN, "fairseq-interactive"), data, "--user-dir", USER_DIR, "--task",
+                           "pmlm_seq2seq", "--path", save / "checkpoint_last.pt", "--max-len-b", "4", "--cpu"],
+                          preexec_fn=lambda: os.close(0), capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **ENV})
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert not any(line.startswith("H-") for line in proc.stdout.splitlines())
+
+
 def test_raw_text_without_the_bpe_flags_is_told_once_which_flags_to_add(tmp_path_factory, caplog):
     """fairseq-interactive tokenises its input only with --bpe flags: without them raw words meet a
     dictionary of sentencepiece pieces, mostly as <unk>, and the output is noise. The task says so

@@ -5,6 +5,7 @@ characters are replaced by U+FFFD (the tokenizer's unknown piece) with a warning
 goes on."""
 import io
 import logging
+import os
 import re
 import sys
 
@@ -38,6 +39,9 @@ class ValidUnicodeBPE:
 def tolerant_stdin():
     """Read sys.stdin as the C.UTF-8 locale does (``surrogateescape``) under a strict UTF-8 locale
     too: fairseq-interactive's reader would otherwise stop at the first byte that is not UTF-8,
-    before any line reaches ``valid_unicode``."""
+    before any line reaches ``valid_unicode``. A closed stdin (``<&-``: ``sys.stdin`` is None)
+    reads as an empty one, as ``/dev/null`` does, not an AttributeError inside ``fileinput``."""
+    if sys.stdin is None:
+        sys.stdin = open(os.devnull, encoding="utf-8")
     if isinstance(sys.stdin, io.TextIOWrapper) and sys.stdin.errors == "strict":
         sys.stdin.reconfigure(errors="surrogateescape")
