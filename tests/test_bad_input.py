@@ -154,7 +154,8 @@ def test_short_documents_are_skipped_and_long_sentences_split_said_in_the_log(ru
 # ---- in-process: the same checks, without a fairseq-train process ----------------------
 
 def setup_task(data, **overrides):
-    return PseudoMaskedLMTask.setup_task(PseudoMaskedLMConfig(data=str(data), seed=1, **overrides))
+    return PseudoMaskedLMTask.setup_task(PseudoMaskedLMConfig(data=str(data), seed=1, train_subset="train",
+                                                              **overrides))
 
 
 def test_in_process_missing_data_directory(tmp_path):
@@ -170,6 +171,18 @@ def test_in_process_empty_corpus_names_the_file(text, tmp_path):
     with pytest.raises(Exception) as err:
         task.load_dataset("train")
     assert str(data / "train") in str(err.value), repr(err.value)
+
+
+@pytest.mark.parametrize("flag, prob, allowed", [("mask_prob", 0.0, r"\(0, 1\)"), ("mask_prob", 1.0, r"\(0, 1\)"),
+                                                ("leave_unmasked_prob", -0.5, r"\[0, 1\]"),
+                                                ("random_token_prob", -0.1, r"\[0, 1\]")])
+def test_in_process_masking_probabilities_fairseqs_masked_lm_refuses_are_refused(runs, flag, prob, allowed):
+    """As fairseq's MaskTokensDataset asserts. Accepted before: --mask-prob 0 trained with loss 0 and
+    gradient 0 at every update (and a best checkpoint of loss 0); a negative --leave-unmasked-prob made
+    every masked token [MASK]."""
+    option = "--" + flag.replace("_", "-")
+    with pytest.raises(ValueError, match=rf"^{option} {prob}: must be in {allowed}"):
+        setup_task(runs["data"], **{flag: prob})
 
 
 def test_in_process_tokens_per_sample_over_positions(runs):
@@ -196,6 +209,12 @@ def test_in_process_max_tokens_below_the_largest_example_names_the_least_that_ba
                                        rf"{need} tokens with --objective {re.escape(objective)} .* give --max-tokens "
                                        rf"{need} or more, or --batch-size$"):
         task.get_batch_iterator(ds, max_tokens=need - 1)
+    # the valid split is batched by --max-tokens-valid: the error named --max-tokens, which was fine
+    task.load_dataset("valid")
+    need = task.dataset("valid").most_tokens()
+    with pytest.raises(BadInput, match=rf"^--max-tokens-valid {need - 1}: .* give --max-tokens-valid {need} or more, "
+                                       "or --batch-size-valid$"):
+        task.get_batch_iterator(task.dataset("valid"), max_tokens=need - 1)
 
 
 def test_in_process_checkpoint_weights_refuse_another_dictionary(runs):

@@ -25,8 +25,9 @@ import torch
 
 from fairseq_pmlm import recipe_info
 
-from cli import REPO, submit
-from nlu import glue_recipe, pretrained, sentence, squad_recipe
+from cli import REPO, records, submit
+from cli import recipe as warm_recipe
+from nlu import glue_recipe, pretrained, sentence, squad_recipe, tokenizer
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}  # the commands must be quiet themselves
 ENV.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -264,6 +265,18 @@ def test_the_device_is_found_once_and_without_torch_where_nvidia_smi_shows_no_gp
     gpu = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, cwd=REPO,
                          env={**env, "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"})
     assert gpu.stdout == "--fp16 1\ninherited 1\n" and gpu.stderr.count("probed") == 1
+
+
+def test_pretrain_sh_schedule_and_its_line_follow_flags_given_after_the_double_dash(tmp_path_factory, tmp_path):
+    """Flags after -- override the recipe's (fairseq takes the last). With --max-update there the warmup
+    and decay stayed on --updates' length: the lr was 0 from update 2, and the 4 updates after it trained
+    nothing; the line said 16 sequences an update where fairseq took the --batch-size after --."""
+    proc = warm_recipe("pretrain.sh", "--data", tokenizer(tmp_path_factory)["data"], "--save-dir", tmp_path / "save",
+                       "--init", "random", "--updates", "2", "--", "--arch", "unilmv2_tiny", "--max-update", "6",
+                       "--batch-size", "8", "--num-workers", "0")
+    assert ": 6 updates of 8 x 128 tokens, lr 3e-4, seed 1\n" in proc.stdout
+    lrs = [float(r["lr"]) for r in records(proc)]
+    assert len(lrs) == 6 and all(lr > 0 for lr in lrs[:-1]) and lrs[-1] == 0
 
 
 def test_fp16_for_fairseq_train_on_a_machine_without_a_gpu_is_one_line_before_anything_is_written(tmp_path):

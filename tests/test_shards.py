@@ -8,6 +8,7 @@ import pytest
 from fairseq_pmlm.data.databin.cli import main as text_to_databin
 from fairseq_pmlm.tasks.pseudo_masked_lm import PseudoMaskedLMConfig, PseudoMaskedLMTask
 
+from cli import recipe
 from helpers import stdlib_docstrings
 
 
@@ -23,9 +24,9 @@ def sharded(tmp_path_factory):
     return tmp
 
 
-def setup(paths):
+def setup(paths, train_subset="train"):
     return PseudoMaskedLMTask.setup_task(
-        PseudoMaskedLMConfig(data=":".join(map(str, paths)), seed=1, tokens_per_sample=64))
+        PseudoMaskedLMConfig(data=":".join(map(str, paths)), seed=1, tokens_per_sample=64, train_subset=train_subset))
 
 
 def copy_shards(sharded, tmp_path):
@@ -65,6 +66,13 @@ def test_a_missing_shard_is_refused_at_start_naming_it(sharded, tmp_path):
         setup([sharded / "data" / "shard0", tmp_path / "nope"])
 
 
+def test_an_empty_shard_path_is_refused_naming_the_colon_too_many(sharded):
+    """--data DIR: (a trailing ':') was "shard 1 of 2 not found: " with nothing after it."""
+    with pytest.raises(FileNotFoundError, match=f"^shard 1 of 2 is an empty path: a ':' too many in --data "
+                                                f"{sharded / 'data' / 'shard0'}:$"):
+        setup([sharded / "data" / "shard0", ""])
+
+
 def test_a_zero_byte_bin_is_refused_at_start_as_cut_short_not_as_text_without_tokens(sharded, tmp_path):
     """Its .idx lists lines: a copy cut to nothing, not "the text had no tokens"."""
     shards = copy_shards(sharded, tmp_path)
@@ -101,6 +109,18 @@ def test_an_idx_cut_short_is_refused_at_start_naming_it_and_its_size(sharded, tm
         setup(shards)
 
 
+def test_the_start_check_reads_the_train_subset_fairseq_trains_on(sharded, tmp_path):
+    """--train-subset big: every shard's big split is checked, not a train split it need not have."""
+    shards = copy_shards(sharded, tmp_path)
+    for shard in shards:
+        for ext in ("bin", "idx"):
+            os.rename(shard / f"train.{ext}", shard / f"big.{ext}")
+    setup(shards, train_subset="big")
+    os.remove(shards[1] / "big.idx")
+    with pytest.raises(FileNotFoundError, match=f"shard 1 has no big split: {shards[1] / 'big'}.idx"):
+        setup(shards, train_subset="big")
+
+
 def test_a_bin_cut_short_is_refused_when_loaded_naming_the_file(sharded, tmp_path):
     shards = copy_shards(sharded, tmp_path)
     with open(shards[1] / "train.bin", "r+b") as f:
@@ -109,3 +129,17 @@ def test_a_bin_cut_short_is_refused_when_loaded_naming_the_file(sharded, tmp_pat
     task.load_dataset("train", epoch=1)
     with pytest.raises(ValueError, match=f"{shards[1] / 'train'}.bin is cut short"):
         task.load_dataset("train", epoch=2)
+
+
+def test_pretrain_sh_trains_on_shards_joined_by_colons_as_fairseq_train_reads_them(sharded, tmp_path):
+    """The --data prepare_data.sh --shards prints; the recipe looked for DATA/train.idx in the whole
+    string and refused it. Given the folder of the shards, it says how to join them."""
+    shards = [sharded / "data" / f"shard{k}" for k in range(2)]
+    args = ["--save-dir", tmp_path / "save", "--init", "random", "--updates", "1000", "--tokens-per-sample", "32",
+            "--batch-size", "64", "--", "--arch", "unilmv2_tiny", "--max-epoch", "2", "--num-workers", "0"]
+    proc = recipe("pretrain.sh", "--data", ":".join(map(str, shards)), *args)
+    assert all(f"from: {shard / 'train'}\n" in proc.stdout for shard in shards)  # epoch 2 read shard 1
+    proc = recipe("pretrain.sh", "--data", sharded / "data", *args, check=False)
+    assert proc.returncode == 2 and proc.stderr == (
+        f"pretrain.sh: error: no binarized train split in {sharded / 'data'}, but shards: give them as --data "
+        f"{sharded / 'data' / 'shard0'}:{sharded / 'data' / 'shard1'}:... (what prepare_data.sh printed)\n")

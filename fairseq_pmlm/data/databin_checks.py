@@ -23,6 +23,9 @@ def check_shards(paths, split="train"):
     """``paths``: the data directories in order. Raises InputNotFound / BadInput (one line)."""
     first_dict = os.path.join(paths[0], "dict.txt")
     for k, path in enumerate(paths):
+        if not path:
+            raise InputNotFound(f"shard {k} of {len(paths)} is an empty path: a ':' too many in --data "
+                                f"{':'.join(paths)}")
         if not os.path.isdir(path):
             raise InputNotFound(f"shard {k} of {len(paths)} not found: {path}")
         dict_path = os.path.join(path, "dict.txt")

@@ -72,6 +72,7 @@ class PseudoMaskedLMConfig(AutocastConfig):
     )
     max_update: int = II("optimization.max_update")
     seed: int = II("common.seed")
+    train_subset: str = II("dataset.train_subset")  # the split every shard must have
 
 
 @register_task("pseudo_masked_lm", dataclass=PseudoMaskedLMConfig)
@@ -84,10 +85,16 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         self._head_warmup = None  # decided when training starts (head_warmup)
         self.mask_idx = dictionary.index(MASK_SYMBOL)
         self.pseudo_idx = dictionary.index(PSEUDO_SYMBOL)
-        if not 0 <= cfg.mask_prob < 1 or not 0 <= cfg.block_mask_prob <= 1:
-            raise BadInput("--mask-prob must be in [0, 1) and --block-mask-prob in [0, 1]")
+        if not 0 < cfg.mask_prob < 1:  # 0 masks nothing: no loss, every update a no-op
+            raise BadInput(f"--mask-prob {cfg.mask_prob}: must be in (0, 1), the fraction of tokens to mask")
+        if not 0 <= cfg.block_mask_prob <= 1:
+            raise BadInput(f"--block-mask-prob {cfg.block_mask_prob}: must be in [0, 1]")
         if not 1 <= cfg.min_block_len <= cfg.max_block_len:
             raise BadInput("need 1 <= --min-block-len <= --max-block-len")
+        for flag, prob in (("--leave-unmasked-prob", cfg.leave_unmasked_prob),
+                           ("--random-token-prob", cfg.random_token_prob)):
+            if not 0 <= prob <= 1:  # (a negative one made every masked token [MASK], silently)
+                raise BadInput(f"{flag} {prob}: must be in [0, 1]")
         if cfg.leave_unmasked_prob + cfg.random_token_prob > 1:
             raise BadInput("--leave-unmasked-prob + --random-token-prob must be <= 1")
         if cfg.tokens_per_sample < 5:
@@ -100,7 +107,7 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         dictionary = load_pmlm_dictionary(cfg.data)
         paths = utils.split_paths(cfg.data)
         if len(paths) > 1:  # a bad shard is found now, not at the epoch that first reads it
-            check_shards(paths)
+            check_shards(paths, split=cfg.train_subset)
         return cls(cfg, dictionary)
 
     def begin_epoch(self, epoch, model):
@@ -191,10 +198,14 @@ class PseudoMaskedLMTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
         context of --tokens-per-sample 512 and its [P]s and original copies: up to 672 tokens at
         --mask-prob 0.15), and below that fairseq's batching stops on an assertion."""
         if max_tokens is not None and isinstance(dataset, PseudoMaskedLMDataset) and max_tokens < dataset.most_tokens():
+            # fairseq batches the other splits by --max-tokens-valid (which defaults to --max-tokens)
+            train = dataset is self.datasets.get(self.cfg.train_subset)
+            flag, sentences = ("--max-tokens", "--batch-size") if train else ("--max-tokens-valid",
+                                                                              "--batch-size-valid")
             raise BadInput(
-                f"--max-tokens {max_tokens}: an example of --tokens-per-sample {self.cfg.tokens_per_sample} counts "
+                f"{flag} {max_tokens}: an example of --tokens-per-sample {self.cfg.tokens_per_sample} counts "
                 f"up to {dataset.most_tokens()} tokens with --objective {self.cfg.objective} (its context and "
-                f"appended tokens): give --max-tokens {dataset.most_tokens()} or more, or --batch-size")
+                f"appended tokens): give {flag} {dataset.most_tokens()} or more, or {sentences}")
         return super().get_batch_iterator(dataset, max_tokens, *args, **kwargs)
 
     def max_positions(self):
