@@ -10,6 +10,7 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
 from fairseq_pmlm.modules.attention_rule import CONTEXT
@@ -91,9 +92,10 @@ def runs(tmp_path_factory):
         (data, tmp / "ckpt_positions", "--max-update", "2", "--tokens-per-sample", "1024"),
         (c["short_long"], tmp / "ckpt_short_long", "--max-update", "2", "--log-interval", "1", "--no-save"),
         (data, tmp / "ckpt_metric", "--max-update", "2", "--objective", "ae", "--best-checkpoint-metric", "par_loss"),
+        (data, tmp / "ckpt_fp16", "--max-update", "2", "--fp16"),
     ])
     names = ("first", "restore same_size", "restore other_size", "missing", "blank", "zero", "positions", "short_long",
-             "metric")
+             "metric", "fp16")
     c["run"] = dict(zip(names, dict_runs.result() + bad_runs.result()))
     return c
 
@@ -128,6 +130,16 @@ def test_a_best_checkpoint_metric_the_objective_never_logs_stops_before_the_firs
     assert_fails_with(proc, "--best-checkpoint-metric par_loss: --objective ae trains no par part, so validation "
                             "never logs it (it logs loss, ae_loss, ae_acc)")
     assert records(proc) == [] and checkpoints(runs["tmp"] / "ckpt_metric") == []
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="--fp16 is for a machine with CUDA")
+def test_fp16_without_a_gpu_stops_before_the_first_update_in_one_line(runs):
+    """fairseq's FP16Optimizer asked CUDA for its device: "AssertionError: Torch not compiled with
+    CUDA enabled" after the data loaded. The recipes said it in one line; fairseq-train now does too."""
+    proc = runs["run"]["fp16"]
+    assert_fails_with(proc, "--fp16 needs a CUDA GPU and this machine has none: leave it out (on a CPU with bf16: "
+                            "--bf16-autocast)")
+    assert records(proc) == [] and checkpoints(runs["tmp"] / "ckpt_fp16") == []
 
 
 @pytest.mark.parametrize("other", ["same_size", "other_size"])

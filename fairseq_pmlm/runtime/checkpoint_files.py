@@ -338,6 +338,15 @@ def remove_leftovers(save_dir):
             logger.info(f"removed {tmp}, left by an interrupted checkpoint write")
 
 
+def half_precision_problem(common):
+    """fairseq-train --fp16 on a machine without CUDA: its FP16Optimizer asks CUDA for the current
+    device when it builds (a traceback; ``--memory-efficient-fp16`` does not). The recipes refuse it
+    before they start fairseq-train (``device_flags``, common.sh); this is the same line for fairseq-train itself."""
+    if common.fp16 and not common.memory_efficient_fp16 and not torch.cuda.is_available():
+        return "--fp16 needs a CUDA GPU and this machine has none: leave it out (on a CPU with bf16: --bf16-autocast)"
+    return None
+
+
 def load_checkpoint(cfg, trainer, **passthrough_args):
     problem = None
     if trainer.data_parallel_rank == 0:
@@ -346,6 +355,8 @@ def load_checkpoint(cfg, trainer, **passthrough_args):
                                   run=(trainer.cfg.task._name, type(criterion).__name__))
         if problem is None and hasattr(criterion, "unlogged_metric") and not trainer.cfg.dataset.disable_validation:
             problem = criterion.unlogged_metric(cfg.best_checkpoint_metric)  # else the first validation fails
+        if problem is None:
+            problem = half_precision_problem(trainer.cfg.common)
         if problem is None and not cfg.no_save:
             remove_leftovers(cfg.save_dir)
     if trainer.data_parallel_world_size > 1:  # every rank stops, not rank 0 alone
