@@ -32,10 +32,7 @@ require_flags --data --save-dir --init
 # schedule read it too. --max-update there is the run's length as --updates is (the warmup, decay
 # and intervals stayed on --updates': the lr reached 0 there and the updates after it trained nothing)
 UPDATES=$(extra_value --max-update "$UPDATES")
-for flag in --objective --lr --tokens-per-sample --batch-size --seed; do
-  var=${FLAGS[$flag]}
-  printf -v "$var" '%s' "$(extra_value "$flag" "${!var}")"
-done
+take_overrides --objective --lr --tokens-per-sample --batch-size --seed
 for flag in --updates --tokens-per-sample --batch-size; do
   var=${FLAGS[$flag]}
   [ "$flag" != --updates ] || [ -z "$(extra_value --max-update '')" ] || flag="--max-update (after --)"

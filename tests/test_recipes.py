@@ -279,6 +279,22 @@ def test_pretrain_sh_schedule_and_its_line_follow_flags_given_after_the_double_d
     assert len(lrs) == 6 and all(lr > 0 for lr in lrs[:-1]) and lrs[-1] == 0
 
 
+def test_finetune_sh_schedule_and_its_line_follow_a_max_update_given_after_the_double_dash(tmp_path_factory,
+                                                                                           tmp_path):
+    """-- --max-update N is the run's length as --updates N is: the demo preset's schedule (40 pairs,
+    batch 16, one epoch: 3 updates) had the lr at 0 from update 3 on, so the updates after it trained
+    nothing, and the line said 6 updates."""
+    from tiny_s2s import tiny_s2s
+
+    _, data, _ = tiny_s2s(tmp_path_factory)
+    proc = warm_recipe("s2s/finetune.sh", "--preset", "demo", "--data", data, "--checkpoint", "none", "--save-dir",
+                       tmp_path / "save", "--", "--arch", "unilmv2_tiny", "--max-update", "6", "--disable-validation",
+                       "--num-workers", "0", "--log-interval", "1")
+    assert ": 40 pairs, 6 updates of 16, warmup 1," in proc.stdout, proc.stdout
+    lrs = [float(r["lr"]) for r in records(proc)]
+    assert len(lrs) == 6 and all(lr > 0 for lr in lrs[:-1]) and lrs[-1] == 0, lrs
+
+
 def test_fp16_for_fairseq_train_on_a_machine_without_a_gpu_is_one_line_before_anything_is_written(tmp_path):
     """fairseq-train's --fp16 asks CUDA for a device while it builds its optimizer: on a CPU machine
     a traceback after the set-up and the data. The training recipes refuse it first, in one line

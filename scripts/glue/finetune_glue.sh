@@ -12,7 +12,8 @@
 # --arch overrides. --checkpoint none: random weights of --arch (default unilmv2_base; checks only).
 # The recipe keeps no checkpoint_last.pt; one found in SAVE_DIR (which fairseq would resume) is
 # used only if its run was started from the same --checkpoint; --force moves SAVE_DIR's
-# checkpoint*.pt into SAVE_DIR/replaced-DATE-TIME/ and starts afresh.
+# checkpoint*.pt into SAVE_DIR/replaced-DATE-TIME/ and starts afresh. Flags after -- come last and
+# win (--lr, --batch-size, ...); -- --max-update N trains N updates, the warmup and decay scaled to them.
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
@@ -34,8 +35,14 @@ else FACTS+=(+ MODEL model-flags "$CKPT")
 fi
 recipe_facts "${FACTS[@]}"
 read -r TASK N METRIC NCLS <<< "${META[0]}"
-SCHEDULE=$(recipe_info schedule --examples "$N" --batch "$BSZ" --epochs "$EPOCHS" --warmup-ratio "$WARMUP")
+# flags after -- win in fairseq-train: the schedule follows them (-- --max-update N: N updates, the
+# warmup and decay scaled to them, where they stayed on the epochs' count and the lr reached 0 early)
+take_overrides --lr --batch-size --weight-decay
+MAXUPD=$(extra_value --max-update '')
+SCHEDULE=$(recipe_info schedule --examples "$N" --batch "$BSZ" --epochs "$EPOCHS" --warmup-ratio "$WARMUP" \
+  ${MAXUPD:+--updates "$MAXUPD"})
 read -r UPDATES WARMUP_UPDATES <<< "$SCHEDULE"
+WARMUP_UPDATES=$(extra_value --warmup-updates "$WARMUP_UPDATES")  # (its line says what runs)
 case "$METRIC" in  # what fairseq's sentence_prediction criterion must compute for this task
   mcc) REPORT=(--report-mcc) ;;
   f1) REPORT=(--report-acc-and-f1) ;;

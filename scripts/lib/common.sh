@@ -91,6 +91,15 @@ extra_value() {  # extra_value FLAG DEFAULT: FLAG's last value after -- (fairseq
   printf '%s\n' "$value"
 }
 
+take_overrides() {  # take_overrides FLAG...: a recipe flag given again after -- takes that value there
+  # (fairseq-train takes a flag's last value), so the recipe's checks, schedule and line read what runs
+  local flag var
+  for flag in "$@"; do
+    var=${FLAGS[$flag]}
+    printf -v "$var" '%s' "$(extra_value "$flag" "${!var}")"
+  done
+}
+
 require_flags() {  # each named flag was given a value
   local flag var missing=() list i
   for flag in "$@"; do

@@ -2,7 +2,7 @@
 # Fine-tune a unilmv2 checkpoint for sequence-to-sequence with s2s-ft's pseudo-masking
 # (task pmlm_seq2seq, criterion pmlm_seq2seq), with a preset of scripts/s2s/presets.sh.
 # Linear warmup + linear decay over the preset's epochs, as in the paper's appendix; --updates N
-# trains N updates instead, warmup and decay scaled to them.
+# (or -- --max-update N) trains N updates instead, warmup and decay scaled to them.
 #
 #   bash scripts/s2s/finetune.sh --preset PRESET --data DATA --checkpoint PRETRAINED.pt|none \
 #       --save-dir SAVE_DIR [--updates N] [--force] [-- MORE FAIRSEQ-TRAIN ARGS]
@@ -47,6 +47,9 @@ else
   [ -n "$(extra_value --arch '')" ] ||
     die "--checkpoint none (random init) needs --arch after --"
 fi
+# -- --max-update N is the run's length as --updates N is: the warmup and decay scaled to it (on the
+# preset's length the lr reached 0 there and the updates after it trained nothing)
+UPDATES=$(extra_value --max-update "$UPDATES")
 mkdir -p "$SAVE"
 # the tokenizer goes beside the checkpoints now (the hub loads it from there), in the same run
 recipe_facts ${FACTS[@]+"${FACTS[@]}"} BPE bpe-flags "$DATA" + PAIRS count-items "$TRAIN" + \
@@ -57,7 +60,7 @@ recipe_facts ${FACTS[@]+"${FACTS[@]}"} BPE bpe-flags "$DATA" + PAIRS count-items
 read -r TOTAL WARM <<< "${SCHEDULE[0]}"
 device_flags
 # the numbers the run will use: flags after -- override the preset's
-echo "s2s/finetune: $PRESET on $DATA: $PAIRS pairs, $(extra_value --max-update "$TOTAL") updates of" \
+echo "s2s/finetune: $PRESET on $DATA: $PAIRS pairs, $TOTAL updates of" \
   "$BATCH, warmup $(extra_value --warmup-updates "$WARM")," \
   "lr $(extra_value --lr "$LR"), init ${PRE}"
 run_step fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" \

@@ -13,6 +13,8 @@
 # A SAVE_DIR that already holds checkpoint_last.pt is resumed (fairseq does so by itself) only when
 # that run was started from the same --checkpoint, and the recipe says so; otherwise it stops.
 # --force then moves SAVE_DIR's checkpoint*.pt into SAVE_DIR/replaced-DATE-TIME/ and starts afresh.
+# Flags after -- come last and win (--lr, --batch-size, --max-positions, ...); -- --max-update N
+# trains N updates, the warmup and decay scaled to them.
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
@@ -25,6 +27,10 @@ DATA='' TRAIN='' DEV='' CKPT='' SAVE='' V2='' ARCH='' LR=2e-5 BSZ=32 EPOCHS=4 WA
 FORCE=''
 PASS_TO=fairseq-train
 parse_flags "$@"
+# flags after -- win in fairseq-train: the windows and schedule follow them (-- --max-update N: N
+# updates, the warmup and decay scaled to them, where the lr reached 0 at the epochs' count)
+take_overrides --lr --batch-size --weight-decay --max-positions --doc-stride
+MAXUPD=$(extra_value --max-update '')
 require_flags --data --train-json --dev-json --checkpoint --save-dir
 forward_signals  # from here on: the facts runs and the steps stop cleanly on Ctrl-C and SIGTERM
 require_files "$TRAIN" "$DEV" "$CKPT" "$DATA/dict.txt"
@@ -39,8 +45,10 @@ else FACTS+=(+ MODEL model-flags "$CKPT")
 fi
 recipe_facts "${FACTS[@]}"
 mkdir -p "$SAVE"
-SCHEDULE=$(recipe_info schedule --examples "$WINDOWS" --batch "$BSZ" --epochs "$EPOCHS" --warmup-ratio "$WARMUP")
+SCHEDULE=$(recipe_info schedule --examples "$WINDOWS" --batch "$BSZ" --epochs "$EPOCHS" --warmup-ratio "$WARMUP" \
+  ${MAXUPD:+--updates "$MAXUPD"})
 read -r UPDATES WARMUP_UPDATES <<< "$SCHEDULE"
+WARMUP_UPDATES=$(extra_value --warmup-updates "$WARMUP_UPDATES")  # (its line says what runs)
 echo "finetune_squad: $WINDOWS training windows, $UPDATES updates (warmup $WARMUP_UPDATES), lr $LR, batch $BSZ"
 run_step_logged "$SAVE/train.log" fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" --task pmlm_squad \
   --criterion pmlm_squad --train-json "$TRAIN" --valid-json "$DEV" "${SQUAD[@]}" \
