@@ -204,6 +204,17 @@ def test_in_process_tokens_per_sample_over_positions(runs):
     assert UniLMv2Model.build_model(UniLMv2Config(max_positions=1024), task) is not None
 
 
+@pytest.mark.parametrize("buckets, distance", [(2, 128), (32, 8)])
+def test_in_process_a_relative_table_the_bucket_function_cannot_index_is_refused(runs, buckets, distance):
+    """--rel-pos-buckets 2 divided by zero and --max-rel-distance 8 with 32 buckets indexed outside
+    the table, both at the first forward (only 0 buckets was refused)."""
+    task = setup_task(runs["data"])
+    with pytest.raises(ValueError, match=rf"^--rel-pos-buckets {buckets} --max-rel-distance {distance}: a relative "
+                                         r"table needs at least 4 buckets and a max distance above buckets // 4"):
+        UniLMv2Model.build_model(UniLMv2Config(rel_pos_buckets=buckets, max_rel_distance=distance), task)
+    assert UniLMv2Model.build_model(UniLMv2Config(rel_pos_buckets=4, max_rel_distance=2), task) is not None
+
+
 @pytest.mark.parametrize("objective", ["ae+par", "ae"])
 def test_in_process_max_tokens_below_the_largest_example_names_the_least_that_batches(runs, objective):
     """A PAR example counts its appended tokens too: a --max-tokens of --tokens-per-sample batched

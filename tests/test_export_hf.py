@@ -141,6 +141,20 @@ def test_hf_export_without_a_relative_table_is_a_plain_bert_that_transformers_ow
     assert not info["missing_keys"] and not info["unexpected_keys"]
 
 
+def test_the_hf_exports_tokenizer_truncates_text_to_the_models_positions(tiny, tmp_path):
+    """A tokenizer_config.json without model_max_length: truncation=True cut nothing, and a long text
+    overran the position table (an error in the model) where the source's tokenizer cut it."""
+    from transformers import AutoModel, AutoTokenizer
+
+    export.export_checkpoint(str(tiny / "model.pt"), str(tmp_path / "hf"))
+    tok = AutoTokenizer.from_pretrained(tmp_path / "hf", trust_remote_code=True)
+    enc = tok(" ".join(stdlib_lines())[:20000], truncation=True, return_tensors="pt")
+    assert tok.model_max_length == enc["input_ids"].size(1) == 512
+    model = AutoModel.from_pretrained(tmp_path / "hf", trust_remote_code=True).eval()
+    with torch.no_grad():
+        assert model(**enc).last_hidden_state.size(1) == 512
+
+
 def test_without_trust_remote_code_transformers_refuses_a_model_with_a_relative_table(tiny, tmp_path):
     from transformers import AutoModel
 
@@ -298,6 +312,22 @@ def test_keep_pieces_of_a_file_that_is_not_utf8_names_the_file_and_line(tiny, tm
     assert err == [f"convert_checkpoint.py: error: --keep-pieces-of: {bad} line 3 is not UTF-8 (byte 0xe9): "
                    "give UTF-8 text"]
     assert not (tmp_path / "out").exists()
+
+
+def test_keep_pieces_of_a_text_with_sentence_separators_keeps_the_separators_row(tiny, tmp_path):
+    """[X_SEP] (CNN/DailyMail's targets) is one token in the data, the vocab's first [unusedN] row: the cut
+    dropped that row, so every separator became <unk>, and kept the pieces of its spelling instead."""
+    from fairseq_pmlm.data.pmlm_dictionary import load_pmlm_dictionary
+    from fairseq_pmlm.text.token_ids import WordPieceIds, lookup_table
+
+    text = tmp_path / "targets.txt"
+    text.write_text("the first sentence . [X_SEP] the second one .\nno separator here\n")
+    convert.import_checkpoint(str(tiny.parent / "bert"), str(tmp_path / "cut"), keep_pieces_of=[str(text)])
+    d = load_pmlm_dictionary(str(tmp_path / "cut"))
+    assert "[unused0]" in d.symbols and "sep" not in d.symbols
+    ids = WordPieceIds(str(tmp_path / "cut" / "vocab.txt"), False)
+    rows = lookup_table(ids.pieces(), d)[ids.encode(["the . [X_SEP] the first ."])[0]]
+    assert [d[r] for r in rows][:4] == ["the", ".", "[unused0]", "the"] and d.unk() not in rows
 
 
 def test_task_heads_are_left_out_of_an_export_with_a_note(tiny, tmp_path):

@@ -50,6 +50,11 @@ def test_the_minilm_import_records_its_lm_head_untrained(converted):
     assert torch.load(converted[0] / "model.pt")["model"]["lm_head_trained"].item() == 0
 
 
+def test_the_minilm_import_notes_the_pooler_it_leaves_out(converted):
+    """transformers' BertModel computes pooler_output from it; the import dropped it without a word."""
+    assert any(n.startswith("left out pooler.* ") for n in converted[1]["notes"]), converted[1]["notes"]
+
+
 def test_converted_minilm_equals_transformers_bert_model_on_real_sentences(hf_dir, converted):
     from transformers import AutoTokenizer, BertModel
 

@@ -156,6 +156,17 @@ def test_zero_relative_table_keeps_the_bert_outputs_and_loads_with_default_flags
     assert diff < 1e-5
 
 
+@pytest.mark.parametrize("buckets,distance", [(0, 128), (-2, 128), (32, 8), (3, 128)])
+def test_a_zero_relative_table_the_bucket_function_cannot_index_is_refused_naming_the_flag(bert_dir, tmp_path, buckets,
+                                                                                            distance):
+    """0 buckets wrote a checkpoint the model refuses to build, -2 a traceback; 32 buckets up to distance 8
+    (the exact ones) indexed outside the table at the first forward."""
+    with pytest.raises(ConversionError) as e:
+        convert.import_checkpoint(str(bert_dir[0]), str(tmp_path / "z"), zero_rel_pos=(buckets, distance))
+    assert str(e.value).startswith(f"--zero-rel-pos {buckets} {distance}: a relative table needs at least 4 buckets")
+    assert not os.listdir(tmp_path)
+
+
 @pytest.fixture(scope="module")
 def bare_bert(tmp_path_factory, bert_dir, vocab_tokens):
     """The import of a bare BertModel (keys without "bert.", a pooler, no MLM head), as
@@ -697,6 +708,10 @@ BAD = {
         ["has shape", "config.json implies"]),
     "announced_relative_table_missing": (dict(edit_config=lambda c: c.update(rel_pos_bins=32, max_rel_pos=128)),
                                          ["missing key(s)", "bert.encoder.rel_pos_bias.weight"]),
+    "relative_table_the_buckets_cannot_index": (
+        dict(edit_config=lambda c: c.update(rel_pos_bins=32, max_rel_pos=8),
+             edit_state=lambda sd: sd.__setitem__("bert.encoder.rel_pos_bias.weight", torch.zeros(HEADS, 32))),
+        ["config.json: rel_pos_bins 32, max_rel_pos 8: a relative table needs at least 4 buckets"]),
     "unsupported_activation": (dict(edit_config=lambda c: c.__setitem__("hidden_act", "gelu_new")),
                                ["hidden_act 'gelu_new'"]),
     # a bare RobertaModel's keys are a BertModel's: it converted, every output off (positions from pad + 1)
@@ -807,3 +822,37 @@ def test_vocab_rows_fairseq_cannot_name_keep_their_weights_under_placeholders():
     assert not m.pseudo_from_mask and m.placeholders == 4
     names, order = vocab.symbols_to_vocab(m.symbols, tokens)  # export restores the original ids
     assert names == tokens and [m.rows[i] for i in order] == list(range(len(tokens)))
+
+
+SPLITS_OTHERWISE = {  # an uncased source whose tokenizer files say it splits text unlike BERT's uncased default
+    "keeps_accents": ("tokenizer_config.json", {"do_lower_case": True, "strip_accents": False},
+                      "tokenizer_config.json: strip_accents false, but the plugin's uncased WordPiece tokenizer has "
+                      "strip_accents true"),
+    "keeps_cjk_characters_in_words": ("tokenizer_config.json", {"tokenize_chinese_chars": False},
+                                      "tokenize_chinese_chars false"),
+    "no_basic_tokenizer": ("tokenizer_config.json", {"do_basic_tokenize": False}, "do_basic_tokenize false"),
+    "another_tokenizer_class": ("tokenizer_config.json", {"tokenizer_class": "BertJapaneseTokenizer"},
+                                "tokenizer_class 'BertJapaneseTokenizer' is not BERT's WordPiece tokenizer"),
+    "tokenizer_json_keeps_accents": ("tokenizer.json", {"normalizer": {"type": "BertNormalizer", "lowercase": True,
+                                                                       "strip_accents": False}},
+                                     "tokenizer.json: strip_accents false"),
+}
+
+
+@pytest.mark.parametrize("case", list(SPLITS_OTHERWISE))
+def test_a_source_tokenizer_that_splits_text_otherwise_than_the_plugins_is_refused_naming_its_setting(
+        case, tmp_path, bert_dir):
+    """transformers' tokenizer of such a directory gives other pieces than the plugin's WordPiece
+    ("café" stays whole where the plugin reads "cafe"): it converted without a word."""
+    name, content, needle = SPLITS_OTHERWISE[case]
+    src = _break(tmp_path, bert_dir)
+    (src / name).write_text(json.dumps(content))
+    with pytest.raises(ConversionError) as e:
+        convert.import_checkpoint(str(src), str(tmp_path / "out"))
+    assert "\n" not in str(e.value) and needle in str(e.value), str(e.value)
+    assert sorted(os.listdir(tmp_path)) == ["broken"]
+    # the settings that are the plugin's convert
+    (src / name).write_text(json.dumps({"tokenizer_class": "BertTokenizerFast", "do_lower_case": True,
+                                        "strip_accents": None, "tokenize_chinese_chars": True,
+                                        "normalizer": {"type": "BertNormalizer", "strip_accents": True}}))
+    convert.import_checkpoint(str(src), str(tmp_path / "out"))

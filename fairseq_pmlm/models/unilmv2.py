@@ -20,6 +20,7 @@ from ..arch import ARCH_SIZES, SIZE_FIELDS, TransformerShape
 from ..data.dict_files import dictionary_in
 from ..errors import BadInput
 from ..modules.attention_rule import CONTEXT
+from ..modules.relative_position import table_problem
 from ..modules.transformer import ReadCells, UniLMv2Transformer
 from ..runtime import checkpoint_files
 from ..runtime.process_group_guard import require_process_group
@@ -167,9 +168,10 @@ class UniLMv2Model(BaseFairseqModel):
         if pseudo != "p" and safe_getattr(task.cfg, "_name", None) == "pseudo_masked_lm":
             raise BadInput(f"--pseudo-token {pseudo} is for sequence-to-sequence fine-tuning (--task "
                            "pmlm_seq2seq): pre-training appends [P] tokens")
-        if not cfg.no_rel_pos and cfg.rel_pos_buckets < 1:
-            raise BadInput(f"--rel-pos-buckets {cfg.rel_pos_buckets}: need at least 1 (--no-rel-pos turns the "
-                           "relative position bias off)")
+        problem = None if cfg.no_rel_pos else table_problem(cfg.rel_pos_buckets, cfg.max_rel_distance)
+        if problem:
+            raise BadInput(f"--rel-pos-buckets {cfg.rel_pos_buckets} --max-rel-distance {cfg.max_rel_distance}: "
+                           f"{problem} (--no-rel-pos turns the relative position bias off)")
         need = safe_getattr(task.cfg, "tokens_per_sample", None)
         if need is not None and need > cfg.max_positions:
             raise BadInput(f"--tokens-per-sample {need} exceeds the model's --max-positions {cfg.max_positions}")

@@ -4,6 +4,17 @@ import math
 import torch
 
 
+def table_problem(num_buckets, max_distance):
+    """Why ``relative_position_bucket`` cannot use a table of this size (None if it can): each
+    direction has ``num_buckets // 4`` exact distances and log-spaced ones from there to
+    ``max_distance``, so fewer than 4 buckets, or a max distance not beyond the exact ones, divides
+    by zero or indexes outside the table at the first forward."""
+    if num_buckets < 4 or max_distance <= num_buckets // 4:
+        return (f"a relative table needs at least 4 buckets and a max distance above buckets // 4 "
+                f"({max(num_buckets, 4) // 4})")
+    return None
+
+
 def relative_position_bucket(relative_position, num_buckets=32, max_distance=128):
     """Bidirectional T5 buckets of ``key_pos - query_pos``.
 

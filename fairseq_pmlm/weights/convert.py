@@ -37,6 +37,7 @@ import torch
 
 from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..runtime.interrupts import one_line_exit
+from ..symbols import SENTENCE_SEP, separator_symbol
 from ..text import tokenizer_files, vocab
 from . import checkpoint, layouts, released, s2sft
 from .export import FORMATS, export_checkpoint
@@ -68,6 +69,52 @@ def read_casing(config_path, tokens, override=None, weights=None):
         if lower is not None:
             return not lower
     return vocab.vocab_is_cased(tokens)
+
+
+# the tokenizer classes that are BERT's basic tokenizer + WordPiece, as text/wordpiece.py tokenises
+BERT_TOKENIZER_CLASSES = {f"{name}Tokenizer{fast}" for name in ("Bert", "DistilBert", "Electra", "MobileBert",
+                                                               "SqueezeBert", "LayoutLM") for fast in ("", "Fast")}
+
+
+def check_tokenizer(config_path, cased):
+    """The plugin tokenises with BERT's WordPiece, stripping accents exactly when it lowercases and
+    splitting CJK characters off (text/wordpiece.py): a source tokenizer whose files say otherwise
+    would split text differently without a word, so it is refused, naming the file and setting."""
+    d = os.path.dirname(config_path)
+    settings = []  # (file, key, value, the value the plugin's tokenizer has)
+    path = os.path.join(d, tokenizer_files.CASING)
+    if os.path.isfile(path):
+        spec = _json_object(path)
+        kind = spec.get("tokenizer_class")
+        if kind is not None and kind not in BERT_TOKENIZER_CLASSES:
+            raise ConversionError(f"{path}: tokenizer_class {kind!r} is not BERT's WordPiece tokenizer, the only one "
+                                  "the plugin tokenises with")
+        settings += [(path, k, spec.get(k), want) for k, want in
+                     (("strip_accents", not cased), ("tokenize_chinese_chars", True), ("do_basic_tokenize", True))]
+    path = os.path.join(d, "tokenizer.json")
+    if os.path.isfile(path):
+        try:  # (a vocab read from vocab.txt leaves it unread otherwise: damaged, it is no setting)
+            norm = _json_object(path).get("normalizer") or {}
+        except ConversionError:
+            norm = {}
+        if isinstance(norm, dict) and norm.get("type") == "BertNormalizer":
+            settings += [(path, k, norm.get(k), want) for k, want in
+                         (("strip_accents", not cased), ("handle_chinese_chars", True), ("clean_text", True))]
+    for where, key, value, want in settings:
+        if value is not None and bool(value) != want:  # None: the default, which is the plugin's
+            raise ConversionError(f"{where}: {key} {json.dumps(value)}, but the plugin's {'' if cased else 'un'}cased "
+                                  f"WordPiece tokenizer has {key} {json.dumps(want)}: it would split text otherwise")
+
+
+def _json_object(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            spec = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ConversionError(f"{path}: not readable JSON ({type(e).__name__})") from None
+    if not isinstance(spec, dict):
+        raise ConversionError(f"{path}: not a JSON object")
+    return spec
 
 
 # ---------------------------------------------------------------------------- import
@@ -104,6 +151,7 @@ def add_zero_rel_table(tensors, shape, buckets, distance):
     imported model computes exactly what the source did and can learn the table."""
     if not shape.no_rel_pos:
         raise ConversionError("--zero-rel-pos: the checkpoint has its own relative table")
+    layouts.check_rel_table(buckets, distance, f"--zero-rel-pos {buckets} {distance}")
     tensors = dict(tensors, **{"rel_pos_bias.weight": torch.zeros(shape.encoder_attention_heads, buckets)})
     return tensors, replace(shape, no_rel_pos=False, rel_pos_buckets=buckets, max_rel_distance=distance)
 
@@ -133,11 +181,18 @@ def used_vocab_rows(tokens, cased, texts):
     with tempfile.TemporaryDirectory() as tmp:  # the vocab may come from a tokenizer.json
         vocab.write_vocab(os.path.join(tmp, "vocab.txt"), tokens)
         tokenizer, used = bert_tokenizer(os.path.join(tmp, "vocab.txt"), cased), set()
+    separators = False
     for path in texts:
-        lines = [line for line in read_text_lines(path) if line.strip()]
+        # the data gives [X_SEP] the separator's row (text/token_ids.py), not the pieces of its spelling
+        lines = read_text_lines(path)
+        separators = separators or any(SENTENCE_SEP in line for line in lines)
+        lines = [part for line in lines for part in line.split(SENTENCE_SEP) if part.strip()]
         for start in range(0, len(lines), 1000):
             for ids in tokenizer(lines[start:start + 1000], add_special_tokens=False)["input_ids"]:
                 used.update(ids)
+    sep = separator_symbol(tokens) if separators else None
+    if sep is not None:
+        used.add(len(tokens) - 1 - tokens[::-1].index(sep))  # its last row: the one map_vocab names
     if not used:
         raise ConversionError(f"--keep-pieces-of: no text in {', '.join(texts)}")
     return used
@@ -188,6 +243,7 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
         shape = replace(shape, type_vocab_size=2)
     arch = checkpoint.pick_arch(shape, arch)
     is_cased = read_casing(config, tokens, cased, weights)
+    check_tokenizer(config, is_cased)
     if keep_pieces_of:
         # the output layer over the whole vocab is a large share of a small model's update: keep
         # only the pieces the corpus uses (the tokenizer keeps the whole vocab; others become <unk>)

@@ -122,13 +122,20 @@ def load_model(ckpt_path, state, dict_path, notes):
     return model, dictionary
 
 
-def write_tokenizer(tok, tmp, fmt, names, notes):
+def write_tokenizer(tok, tmp, fmt, names, notes, max_positions):
     """The export's tokenizer: WordPiece's casing, and for ``hf`` a tokenizer.json that gives the
-    plugin's ids (text/wordpiece.py: a cut dictionary needs it); for a sentencepiece model
-    (``hf`` only) its spm.model beside a note saying how its ids are made."""
+    plugin's ids (text/wordpiece.py: a cut dictionary needs it) and the model's length, so that
+    ``truncation=True`` cuts text to the position table; for a sentencepiece model (``hf`` only)
+    its spm.model beside a note saying how its ids are made."""
     if tok is not None and tok.kind == "bert":
         tokenizer_files.write_casing(tmp, tok.cased)
         if fmt == "hf":
+            path = os.path.join(tmp, tokenizer_files.CASING)
+            with open(path, encoding="utf-8") as f:
+                spec = json.load(f)
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump({**spec, "model_max_length": max_positions}, f)
+                f.write("\n")
             with open(os.path.join(tmp, "tokenizer.json"), "w", encoding="utf-8") as f:
                 f.write(wordpiece.tokenizer_json(tok.path, tok.cased, names))
     elif tok is not None:
@@ -243,6 +250,6 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
         with open(os.path.join(tmp, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
         vocab.write_vocab(os.path.join(tmp, "vocab.txt"), names)
-        write_tokenizer(tok, tmp, fmt, names, notes)
+        write_tokenizer(tok, tmp, fmt, names, notes, shape.max_positions)
     return {"vocab_size": len(names), "rel_pos_buckets": None if shape.no_rel_pos else shape.rel_pos_buckets,
             "format": fmt, "notes": notes}

@@ -16,6 +16,7 @@ import torch
 
 from ..arch import TransformerShape
 from ..errors import BadInput
+from ..modules.relative_position import table_problem
 
 
 class ConversionError(BadInput):
@@ -65,6 +66,8 @@ def read_config(config, where="config.json"):
     max_rel = int(config.get("max_rel_pos", 0) or 0)
     if buckets > 0 and max_rel <= 0:
         raise ConversionError(f"{where} has rel_pos_bins {buckets} but no positive max_rel_pos")
+    if buckets > 0:
+        check_rel_table(buckets, max_rel, f"{where}: rel_pos_bins {buckets}, max_rel_pos {max_rel}")
     shape = TransformerShape(
         encoder_layers=int(_need(config, "num_hidden_layers", where)),
         encoder_embed_dim=int(_need(config, "hidden_size", where)),
@@ -83,6 +86,13 @@ def read_config(config, where="config.json"):
             f"{shape.encoder_attention_heads}"
         )
     return shape, int(_need(config, "vocab_size", where))
+
+
+def check_rel_table(buckets, max_distance, what):
+    """A table the bucket function can index (its rule: modules/relative_position.py), else one line naming ``what``."""
+    problem = table_problem(buckets, max_distance)
+    if problem:
+        raise ConversionError(f"{what}: {problem}")
 
 
 def _first(names, n=3):
@@ -199,6 +209,12 @@ def to_plugin(state, shape: TransformerShape, vocab_size):
         notes.append("no MLM head in the checkpoint (a bare BertModel): the LM head starts freshly initialised, "
                      "recorded as untrained: pre-training from it trains the head alone first (--head-warmup-updates)")
     src.check_complete()
+    # a BertModel's pooler (transformers' pooler_output), BertForPreTraining's next-sentence head
+    left_out = [next(src.spelled[k][:-len(k)] + p + "*" for k in src.sd if k.startswith(p))
+                for p in IGNORED_PREFIXES if any(k.startswith(p) for k in src.sd)]
+    if left_out:
+        notes.append(f"left out {' and '.join(left_out)} (weights this model has no place for: a classification "
+                     "head on it starts fresh)")
     want = expected_shapes(shape, vocab_size)
     for k, v in out.items():
         if list(v.shape) != want[k]:
