@@ -121,7 +121,7 @@ def test_the_separator_is_one_token_of_its_own_row_in_the_sentencepiece_path(raw
 
 def test_finetune_and_generate_with_the_cnndm_preset_print_the_papers_rouge_table(chain):
     tmp, data, done = chain
-    assert "s2s/finetune: cnndm on" in done["finetune"].stdout and " 3 updates of 64," in done["finetune"].stdout
+    assert "s2s/finetune: cnndm on" in done["finetune"].stdout and " 3 updates of 8," in done["finetune"].stdout
     hyps = (tmp / "gen" / "hyp.txt").read_text().splitlines()
     assert len(hyps) == len(data["test"])
     table = (tmp / "gen" / "scores.txt").read_text()

@@ -123,3 +123,23 @@ def test_sigterm_to_the_recipe_alone_reaches_training_which_saves_and_stops(tmp_
     saved = [line for line in out.splitlines() if line.startswith("pmlm: SIGTERM received: saved")]
     assert len(saved) == 1 and str(save / "checkpoint_last.pt") in saved[0], out[-2000:]
     assert os.path.isfile(save / "checkpoint_last.pt")
+
+
+@pytest.mark.parametrize("flags", [["--reset-optimizer", "--reset-meters"], ["--restore-file", "RUN"]])
+def test_a_reset_or_restore_flag_beside_the_recipes_checkpoint_is_one_line_naming_both(tmp_path_factory, tmp_path,
+                                                                                        flags):
+    """The recipes pass --checkpoint as --finetune-from-model, which fairseq refuses beside --reset-* or
+    --restore-file: a ValueError traceback about a flag the user never typed (with --restore-file, the
+    whole config in it)."""
+    _, data, first = tiny_s2s(tmp_path_factory)
+    init = first / "checkpoint_last.pt"
+    flags = [str(init) if f == "RUN" else f for f in flags]
+    proc = recipe("s2s/finetune.sh", "--preset", "demo", "--data", data, "--checkpoint", init, "--save-dir",
+                  tmp_path / "save", "--", *flags, "--max-update", "2", "--batch-size", "8", "--disable-validation",
+                  "--num-workers", "0", check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("fairseq-train: error: ") and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    named = " ".join(flags[:1] if flags[0] == "--restore-file" else flags)
+    assert named in last and f"--finetune-from-model {init} (the fine-tuning recipes' --checkpoint)" in last
+    assert not os.path.exists(tmp_path / "save" / "checkpoint_last.pt")

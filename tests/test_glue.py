@@ -315,3 +315,34 @@ def test_the_hub_encodes_a_pair_as_fine_tuning_fed_it(recipe, separator, tmp_pat
     assert fed.tolist().count(hub.src_dict.eos()) == (3 if separator else 2)
     # and decode gives the two texts back, as RoBERTa's (the separator made an empty middle one)
     assert hub.decode(fed) == [hub.decode(hub.encode(a)), hub.decode(hub.encode(b))]
+
+
+def test_a_best_checkpoint_metric_after_the_double_dash_is_what_checkpoint_best_and_the_report_follow(
+        tmp_path_factory, tmp_path):
+    """-- --best-checkpoint-metric loss: the recipe still passed --maximize-best-checkpoint-metric (so
+    checkpoint_best.pt kept the epoch of the highest dev loss) and reported the epoch of the best
+    accuracy, which no checkpoint held."""
+    import json
+    import random
+
+    from cli import recipe as run_recipe
+    from cli import records
+    from nlu import marker_rte, pretrained
+
+    pre = pretrained(tmp_path_factory)
+    marker_rte(tmp_path / "RTE", random.Random(3), sizes=(("train", 200), ("dev", 40)))
+    prepare_glue("--task", "RTE", "--glue-dir", tmp_path / "RTE", "--spm-model", pre["spm"], "--srcdict", pre["dict"],
+                 "--destdir", tmp_path / "bin")
+    proc = run_recipe("glue/finetune_glue.sh", "--data", tmp_path / "bin", "--checkpoint", pre["checkpoint"],
+                      "--save-dir", tmp_path / "save", "--arch", "unilmv2_tiny", "--lr", "1e-3", "--batch-size", "16",
+                      "--epochs", "4", "--", "--cpu", "--num-workers", "0", "--max-positions", "64",
+                      "--best-checkpoint-metric", "loss")
+    valid = records(proc, "valid")
+    losses = {int(r["epoch"]): float(r["valid_loss"]) for r in valid}
+    lowest = max(losses, key=lambda e: (-losses[e], e))  # fairseq replaces the best on a tie
+    best = torch.load(tmp_path / "save" / "checkpoint_best.pt", map_location="cpu", weights_only=True)
+    updates = {int(r["valid_num_updates"]): int(r["epoch"]) for r in valid}
+    assert updates[best["optimizer_history"][-1]["num_updates"]] == lowest, (losses, proc.stdout[-2000:])
+    report = [line for line in proc.stdout.splitlines() if line.startswith("finetune_glue: RTE valid ")]
+    assert report == [report[0]] and report[0].startswith(f"finetune_glue: RTE valid (best epoch {lowest}): accuracy ")
+    assert report[0].endswith(f", loss {losses[lowest]:.2f}"), (report, json.dumps(losses))

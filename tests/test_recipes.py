@@ -112,7 +112,7 @@ def test_seq2seq_recipes_prepare_finetune_decode_and_score(chain):
     assert len((tmp / "gen" / "hyp.txt").read_text().splitlines()) == 8
     assert "| system | ROUGE-1" in (tmp / "gen" / "scores.txt").read_text()
     assert "s2s/finetune: demo on" in done["s2s/finetune.sh"].stdout
-    assert " 2 updates of 16," in done["s2s/finetune.sh"].stdout  # the --max-update after --, not the preset's
+    assert " 2 updates of 8," in done["s2s/finetune.sh"].stdout  # the flags after --, not the preset's
 
 
 def test_glue_recipe_prepares_finetunes_and_reports_the_dev_metric(chain):
@@ -293,6 +293,29 @@ def test_finetune_sh_schedule_and_its_line_follow_a_max_update_given_after_the_d
     assert ": 40 pairs, 6 updates of 16, warmup 1," in proc.stdout, proc.stdout
     lrs = [float(r["lr"]) for r in records(proc)]
     assert len(lrs) == 6 and all(lr > 0 for lr in lrs[:-1]) and lrs[-1] == 0, lrs
+
+
+def test_finetune_sh_schedule_and_its_line_count_the_batch_size_and_update_freq_given_after_the_double_dash(
+        tmp_path_factory, tmp_path):
+    """The demo preset's one epoch of 40 pairs with -- --batch-size 8 --update-freq 3: 24 pairs an update,
+    2 updates. The schedule counted the preset's 16 (3 updates: 1.5 epochs trained) and the line said
+    16; GLUE's and SQuAD's recipes ignored --update-freq alike (the lr stopped halfway down at their
+    --max-epoch, or they trained twice the epochs)."""
+    from tiny_s2s import tiny_s2s
+
+    _, data, _ = tiny_s2s(tmp_path_factory)
+    proc = warm_recipe("s2s/finetune.sh", "--preset", "demo", "--data", data, "--checkpoint", "none", "--save-dir",
+                       tmp_path / "save", "--", "--arch", "unilmv2_tiny", "--batch-size", "8", "--update-freq", "3",
+                       "--disable-validation", "--num-workers", "0", "--log-interval", "1")
+    assert ": 40 pairs, 2 updates of 24, warmup 1," in proc.stdout, proc.stdout
+    lrs = [float(r["lr"]) for r in records(proc)]
+    epochs = {r["epoch"] for r in records(proc, "train")}
+    assert len(lrs) == 2 and lrs[0] > 0 and lrs[-1] == 0 and epochs == {1}, (lrs, epochs)
+    probe = ("source scripts/lib/common.sh; EXTRA=(--update-freq 2); per_update 16; PMLM_GPUS=4 per_update 16; "
+             "EXTRA=(--update-freq 2 --distributed-world-size 2); PMLM_GPUS=4 per_update 16; "
+             "EXTRA=(--update-freq 1,2); per_update 16")
+    out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, cwd=REPO, env={**ENV, "PMLM_GPUS": "0"})
+    assert out.stdout == "32\n128\n64\n" and out.returncode == 2 and "--update-freq 1,2: " in out.stderr, out
 
 
 def test_fp16_for_fairseq_train_on_a_machine_without_a_gpu_is_one_line_before_anything_is_written(tmp_path):

@@ -284,6 +284,27 @@ def test_a_missing_squad_file_is_a_one_line_error(tmp_path, split, message):
         task.load_dataset(split)
 
 
+def test_a_best_checkpoint_metric_validation_never_logs_is_one_line_before_training(tmp_path_factory, tmp_path):
+    """--best-checkpoint-metric f1 (SQuAD's score, which only predict_squad.py computes): fairseq's
+    KeyError traceback after the first validation, the training before it lost."""
+    from cli import USER_DIR, run
+    from nlu import marker_squad, pretrained
+
+    pre = pretrained(tmp_path_factory)
+    questions = marker_squad(tmp_path / "q.json", random.Random(0), 20)
+    proc = run("fairseq-train", pre["data"], "--user-dir", USER_DIR, "--task", "pmlm_squad", "--criterion",
+               "pmlm_squad", "--train-json", questions, "--valid-json", questions, "--squad-v2", "--max-positions",
+               "32", "--doc-stride", "8", "--max-query-len", "8", "--arch", "unilmv2_tiny", "--finetune-from-model",
+               pre["checkpoint"], "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "8", "--max-update", "4",
+               "--best-checkpoint-metric", "f1", "--maximize-best-checkpoint-metric", "--cpu", "--num-workers", "0",
+               "--save-dir", tmp_path / "save", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "fairseq-train: error: --best-checkpoint-metric f1: pmlm_squad's validation logs loss, start_acc, end_acc, "
+        "span_acc (EM and F1 come from scripts/squad/predict_squad.py after training)")
+    assert "train_inner" not in proc.stdout and not (tmp_path / "save").exists()
+
+
 # ---------------------------------------------------------------- fine-tuning end to end
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@
     python scripts/recipe_info.py schedule --examples N|--items PREFIX.idx --batch B --epochs E --warmup-ratio R
                                            [--updates U] # "UPDATES WARMUP_UPDATES"
     python scripts/recipe_info.py glue-meta DIR          # "TASK TRAIN_EXAMPLES METRIC NUM_CLASSES"
-    python scripts/recipe_info.py glue-report LOG TASK METRIC   # the best dev epoch of a GLUE run
+    python scripts/recipe_info.py glue-report LOG TASK METRIC [--best M --minimize]  # the best dev epoch of a GLUE run
     python scripts/recipe_info.py gpus                   # the GPUs torch can use
     python scripts/recipe_info.py count-items PREFIX.idx # items of a binarized split (its mmap index header)
     python scripts/recipe_info.py separator DIR [--source-lang L]  # the dict symbol carrying [X_SEP] ("" if none)
@@ -59,6 +59,8 @@ def parser():
     g = sub.add_parser("glue-report")
     for name in ("log", "task", "metric"):
         g.add_argument(name)
+    g.add_argument("--best", help="the --best-checkpoint-metric, if not the task's metric")
+    g.add_argument("--minimize", action="store_true", help="its lowest value is the best (a loss)")
     sub.add_parser("gpus")
     sub.add_parser("count-items").add_argument("idx")
     sep = sub.add_parser("separator")
@@ -94,7 +96,7 @@ def run(a):
     if a.command == "glue-meta":
         return [" ".join(map(str, glue_meta(a.dir)))]
     if a.command == "glue-report":
-        return glue_report(a.log, a.task, a.metric)
+        return glue_report(a.log, a.task, a.metric, a.best, not a.minimize)
     if a.command == "gpus":
         import torch
 

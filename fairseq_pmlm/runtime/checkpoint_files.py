@@ -271,6 +271,9 @@ def restart_problem(cfg, suffix, model=None, run=None):
     what ``model.dictionary_mismatch`` says of the checkpoint's weights: fairseq's trainer would
     replace an error raised while loading them by "please ensure that the architectures match".
     ``run``: (task, criterion class) of this run, for a checkpoint of another run to resume."""
+    combined = finetune_combination(cfg)
+    if combined:
+        return combined
     resume = "--restore-file"
     if cfg.restore_file == "checkpoint_last.pt":  # fairseq's default: resume if it is there
         path = os.path.join(cfg.save_dir, f"checkpoint_last{suffix}.pt")
@@ -299,6 +302,23 @@ def restart_problem(cfg, suffix, model=None, run=None):
         return mismatch
     if resume and run is not None and not cfg.reset_optimizer:
         return other_run(state, path, resume, *run)
+    return None
+
+
+def finetune_combination(cfg):
+    """The one-line error for flags fairseq refuses beside --finetune-from-model (the recipes'
+    --checkpoint), else None: its ValueError traceback (with the whole config for --restore-file)."""
+    if cfg.finetune_from_model is None:
+        return None
+    given = f"--finetune-from-model {cfg.finetune_from_model} (the fine-tuning recipes' --checkpoint)"
+    if cfg.restore_file != "checkpoint_last.pt":
+        return (f"--restore-file {cfg.restore_file} and {given} cannot be given together: --restore-file "
+                "resumes a run, --finetune-from-model starts one from a model's weights; give one of them")
+    resets = [f"--reset-{n}" for n in ("optimizer", "lr-scheduler", "meters", "dataloader")
+              if getattr(cfg, "reset_" + n.replace("-", "_"))]
+    if resets:
+        return (f"{' '.join(resets)} and {given} cannot be given together: a run from --finetune-from-model "
+                "starts with all of them reset already, and resumes its --save-dir's checkpoint_last.pt whole")
     return None
 
 

@@ -39,7 +39,8 @@ read -r TASK N METRIC NCLS <<< "${META[0]}"
 # warmup and decay scaled to them, where they stayed on the epochs' count and the lr reached 0 early)
 take_overrides --lr --batch-size --weight-decay
 MAXUPD=$(extra_value --max-update '')
-SCHEDULE=$(recipe_info schedule --examples "$N" --batch "$BSZ" --epochs "$EPOCHS" --warmup-ratio "$WARMUP" \
+PER_UPDATE=$(per_update "$BSZ")
+SCHEDULE=$(recipe_info schedule --examples "$N" --batch "$PER_UPDATE" --epochs "$EPOCHS" --warmup-ratio "$WARMUP" \
   ${MAXUPD:+--updates "$MAXUPD"})
 read -r UPDATES WARMUP_UPDATES <<< "$SCHEDULE"
 WARMUP_UPDATES=$(extra_value --warmup-updates "$WARMUP_UPDATES")  # (its line says what runs)
@@ -49,20 +50,26 @@ case "$METRIC" in  # what fairseq's sentence_prediction criterion must compute f
   pearson) REPORT=(--report-pearson-and-spearman --regression-target) ;;
   *) REPORT=() ;;
 esac
+# a --best-checkpoint-metric after -- picks checkpoint_best.pt and the epoch reported: fairseq minimises it
+# unless told to maximise (the losses are minimised, the task's scores maximised, as for the task's metric)
+BEST=$(extra_value --best-checkpoint-metric "$METRIC") MAXIMIZE=(--maximize-best-checkpoint-metric)
+case $BEST in loss | nll_loss) MAXIMIZE=() ;; esac
+for a in ${EXTRA[@]+"${EXTRA[@]}"}; do [ "$a" != --maximize-best-checkpoint-metric ] || MAXIMIZE=("$a"); done
 VALID=valid; [ -f "$DATA/input0/valid1.idx" ] && VALID=valid,valid1
 FROM=(); [ "$CKPT" = none ] || FROM=(--finetune-from-model "$(abs_path "$CKPT")")  # absolute: resume_or_start
 mkdir -p "$SAVE"
-echo "finetune_glue: $TASK, $N examples, $UPDATES updates (warmup $WARMUP_UPDATES), lr $LR, batch $BSZ"
+echo "finetune_glue: $TASK, $N examples, $UPDATES updates (warmup $WARMUP_UPDATES), lr $LR, batch $PER_UPDATE"
 # [SOS] A [EOS] (B [EOS]): --init-token 0 prepends <s>; no --separator-token, input0 already
 # ends in </s>; the model reads the segment ids off the first </s>
 run_step_logged "$SAVE/train.log" fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" "${FROM[@]}" \
   --task sentence_prediction --criterion sentence_prediction "${MODEL[@]}" \
   --num-classes "$NCLS" --init-token 0 --max-positions 512 --shorten-method truncate \
-  "${REPORT[@]}" --best-checkpoint-metric "$METRIC" --maximize-best-checkpoint-metric \
+  "${REPORT[@]}" --best-checkpoint-metric "$BEST" ${MAXIMIZE[@]+"${MAXIMIZE[@]}"} \
   --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-6 --weight-decay "$WD" --clip-norm 0.0 \
   --lr "$LR" --lr-scheduler polynomial_decay --total-num-update "$UPDATES" --warmup-updates "$WARMUP_UPDATES" \
   --max-update "$UPDATES" --max-epoch "$EPOCHS" --batch-size "$BSZ" --required-batch-size-multiple 1 \
   --valid-subset "$VALID" --save-dir "$SAVE" --no-epoch-checkpoints --no-last-checkpoints \
   --log-format json --log-interval 50 ${EXTRA[@]+"${EXTRA[@]}"}
 # the dev results of the epoch with the best value of the task's metric, per dev set
-recipe_info glue-report "$SAVE/train.log" "$TASK" "$METRIC"
+MIN=(); [ ${#MAXIMIZE[@]} -gt 0 ] || MIN=(--minimize)
+recipe_info glue-report "$SAVE/train.log" "$TASK" "$METRIC" --best "$BEST" ${MIN[@]+"${MIN[@]}"}

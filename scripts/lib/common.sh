@@ -100,6 +100,19 @@ take_overrides() {  # take_overrides FLAG...: a recipe flag given again after --
   done
 }
 
+per_update() {  # per_update BATCH: the sequences one update takes, BATCH x the --update-freq after -- (fairseq
+  # sums that many batches into an update) x its processes (--distributed-world-size, by default one a
+  # GPU), so a schedule of epochs and the recipe's line count what runs (presets.sh: BATCH = the product)
+  local freq world
+  freq=$(extra_value --update-freq 1)
+  [[ $freq =~ ^[1-9][0-9]*$ ]] || die "--update-freq $freq: the recipe counts its schedule in updates of one size:" \
+    "give one whole number"
+  detect_gpus
+  world=$(extra_value --distributed-world-size "$((PMLM_GPUS > 0 ? PMLM_GPUS : 1))")
+  [[ $world =~ ^[1-9][0-9]*$ ]] || die "--distributed-world-size must be a positive integer: $world"
+  echo $(($1 * freq * world))
+}
+
 require_flags() {  # each named flag was given a value
   local flag var missing=() list i
   for flag in "$@"; do

@@ -47,13 +47,16 @@ else
   [ -n "$(extra_value --arch '')" ] ||
     die "--checkpoint none (random init) needs --arch after --"
 fi
+# the schedule and the line count the sequences an update takes: the --batch-size and --update-freq
+# after -- (the preset's batch is the paper's: e.g. -- --batch-size 16 --update-freq 4 for xsum's 64)
+PER_UPDATE=$(per_update "$(extra_value --batch-size "$BATCH")")
 # -- --max-update N is the run's length as --updates N is: the warmup and decay scaled to it (on the
 # preset's length the lr reached 0 there and the updates after it trained nothing)
 UPDATES=$(extra_value --max-update "$UPDATES")
 mkdir -p "$SAVE"
 # the tokenizer goes beside the checkpoints now (the hub loads it from there), in the same run
 recipe_facts ${FACTS[@]+"${FACTS[@]}"} BPE bpe-flags "$DATA" + PAIRS count-items "$TRAIN" + \
-  SCHEDULE schedule --items "$TRAIN" --batch "$BATCH" --epochs "$EPOCHS" --warmup-ratio "$WARMUP" \
+  SCHEDULE schedule --items "$TRAIN" --batch "$PER_UPDATE" --epochs "$EPOCHS" --warmup-ratio "$WARMUP" \
   ${UPDATES:+--updates "$UPDATES"} + TOKENIZER copy-tokenizer "$DATA" "$SAVE"
 # absolute, as fairseq records it in the checkpoints: the next run compares it (resume_or_start)
 [ "$PRE" = none ] || INIT+=(--finetune-from-model "$(abs_path "$PRE")")
@@ -61,7 +64,7 @@ read -r TOTAL WARM <<< "${SCHEDULE[0]}"
 device_flags
 # the numbers the run will use: flags after -- override the preset's
 echo "s2s/finetune: $PRESET on $DATA: $PAIRS pairs, $TOTAL updates of" \
-  "$BATCH, warmup $(extra_value --warmup-updates "$WARM")," \
+  "$PER_UPDATE, warmup $(extra_value --warmup-updates "$WARM")," \
   "lr $(extra_value --lr "$LR"), init ${PRE}"
 run_step fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" \
   --task pmlm_seq2seq --criterion pmlm_seq2seq --label-smoothing 0.1 \

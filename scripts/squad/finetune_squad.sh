@@ -32,6 +32,7 @@ parse_flags "$@"
 take_overrides --lr --batch-size --weight-decay --max-positions --doc-stride
 MAXUPD=$(extra_value --max-update '')
 require_flags --data --train-json --dev-json --checkpoint --save-dir
+PER_UPDATE=$(per_update "$BSZ")
 forward_signals  # from here on: the facts runs and the steps stop cleanly on Ctrl-C and SIGTERM
 require_files "$TRAIN" "$DEV" "$CKPT" "$DATA/dict.txt"
 resume_or_start "$SAVE" "$(abs_path "$CKPT")" pmlm_squad
@@ -45,11 +46,11 @@ else FACTS+=(+ MODEL model-flags "$CKPT")
 fi
 recipe_facts "${FACTS[@]}"
 mkdir -p "$SAVE"
-SCHEDULE=$(recipe_info schedule --examples "$WINDOWS" --batch "$BSZ" --epochs "$EPOCHS" --warmup-ratio "$WARMUP" \
+SCHEDULE=$(recipe_info schedule --examples "$WINDOWS" --batch "$PER_UPDATE" --epochs "$EPOCHS" --warmup-ratio "$WARMUP" \
   ${MAXUPD:+--updates "$MAXUPD"})
 read -r UPDATES WARMUP_UPDATES <<< "$SCHEDULE"
 WARMUP_UPDATES=$(extra_value --warmup-updates "$WARMUP_UPDATES")  # (its line says what runs)
-echo "finetune_squad: $WINDOWS training windows, $UPDATES updates (warmup $WARMUP_UPDATES), lr $LR, batch $BSZ"
+echo "finetune_squad: $WINDOWS training windows, $UPDATES updates (warmup $WARMUP_UPDATES), lr $LR, batch $PER_UPDATE"
 run_step_logged "$SAVE/train.log" fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" --task pmlm_squad \
   --criterion pmlm_squad --train-json "$TRAIN" --valid-json "$DEV" "${SQUAD[@]}" \
   "${MODEL[@]}" --finetune-from-model "$(abs_path "$CKPT")" \
