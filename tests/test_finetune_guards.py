@@ -143,3 +143,19 @@ def test_a_reset_or_restore_flag_beside_the_recipes_checkpoint_is_one_line_namin
     named = " ".join(flags[:1] if flags[0] == "--restore-file" else flags)
     assert named in last and f"--finetune-from-model {init} (the fine-tuning recipes' --checkpoint)" in last
     assert not os.path.exists(tmp_path / "save" / "checkpoint_last.pt")
+
+
+def test_s2s_fine_tuning_with_a_best_metric_validation_never_logs_stops_before_training(tmp_path_factory, tmp_path):
+    """--best-checkpoint-metric rouge (validation decodes nothing): fairseq's KeyError traceback
+    after the first validation, the epoch before it lost; wps, a meter fairseq logs, still trains."""
+    _, data, _ = tiny_s2s(tmp_path_factory)
+    common = ["--preset", "demo", "--data", data, "--checkpoint", "none", "--", "--arch", "unilmv2_tiny",
+              "--max-update", "1", "--batch-size", "8", "--num-workers", "0"]
+    proc = recipe("s2s/finetune.sh", "--save-dir", tmp_path / "rouge", *common, "--best-checkpoint-metric", "rouge",
+                  check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "fairseq-train: error: --best-checkpoint-metric rouge: pmlm_seq2seq's validation logs loss, nll_loss, ppl, "
+        "accuracy (it decodes nothing: ROUGE comes from scripts/s2s/generate.sh after training)")
+    assert "train_inner" not in proc.stdout and not os.path.exists(tmp_path / "rouge" / "checkpoint_last.pt")
+    recipe("s2s/finetune.sh", "--save-dir", tmp_path / "wps", *common, "--best-checkpoint-metric", "wps")

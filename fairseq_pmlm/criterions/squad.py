@@ -28,13 +28,12 @@ class PMLMSquadCriterionConfig(FairseqDataclass):
 
 @register_criterion("pmlm_squad", dataclass=PMLMSquadCriterionConfig)
 class PMLMSquadCriterion(FairseqCriterion):
-    LOGGED = ("loss", "start_acc", "end_acc", "span_acc")  # reduce_metrics'; fairseq adds the meters below
-    METERS = ("wps", "wpb", "bsz", "num_updates")
+    LOGGED = ("loss", "start_acc", "end_acc", "span_acc")  # reduce_metrics' (fairseq's meters: checkpoint_files)
 
     def unlogged_metric(self, metric):
         """One line if --best-checkpoint-metric names what validation never logs (f1, exact: those
         come after training), before training: fairseq's KeyError came after the first validation."""
-        if metric in self.LOGGED or metric in self.METERS:
+        if metric in self.LOGGED:
             return None
         return (f"--best-checkpoint-metric {metric}: pmlm_squad's validation logs {', '.join(self.LOGGED)} "
                 "(EM and F1 come from scripts/squad/predict_squad.py after training)")

@@ -358,6 +358,9 @@ def remove_leftovers(save_dir):
             logger.info(f"removed {tmp}, left by an interrupted checkpoint write")
 
 
+VALID_METERS = ("wps", "wpb", "bsz", "num_updates")  # what fairseq logs with every criterion's validation
+
+
 def half_precision_problem(common):
     """fairseq-train --fp16 on a machine without CUDA: its FP16Optimizer asks CUDA for the current
     device when it builds (a traceback; ``--memory-efficient-fp16`` does not). The recipes refuse it
@@ -373,7 +376,8 @@ def load_checkpoint(cfg, trainer, **passthrough_args):
         criterion = trainer.get_criterion()
         problem = restart_problem(cfg, trainer.checkpoint_suffix, trainer.get_model(),
                                   run=(trainer.cfg.task._name, type(criterion).__name__))
-        if problem is None and hasattr(criterion, "unlogged_metric") and not trainer.cfg.dataset.disable_validation:
+        if (problem is None and hasattr(criterion, "unlogged_metric") and not trainer.cfg.dataset.disable_validation
+                and cfg.best_checkpoint_metric not in VALID_METERS):
             problem = criterion.unlogged_metric(cfg.best_checkpoint_metric)  # else the first validation fails
         if problem is None:
             problem = half_precision_problem(trainer.cfg.common)
