@@ -3,8 +3,10 @@ EM/F1 and no-answer threshold, bad input, and fine-tuning through scripts/squad/
 (``fairseq-train --task pmlm_squad``, then predict_squad.py) on a tiny learnable set."""
 import inspect
 import json
+import os
 import random
 import re
+import sys
 
 import pytest
 import sentencepiece as spm
@@ -303,6 +305,34 @@ def test_a_best_checkpoint_metric_validation_never_logs_is_one_line_before_train
         "fairseq-train: error: --best-checkpoint-metric f1: pmlm_squad's validation logs loss, start_acc, end_acc, "
         "span_acc (EM and F1 come from scripts/squad/predict_squad.py after training)")
     assert "train_inner" not in proc.stdout and not (tmp_path / "save").exists()
+
+
+def test_null_odds_asked_of_a_squad_1_1_checkpoint_is_one_line_before_any_answer(tmp_path_factory, tmp_path):
+    """SQuAD 1.1 has no unanswerable questions: --null-odds was silently not written (and the
+    official script then read no --na-prob-file)."""
+    from cli import REPO, USER_DIR, run
+    from nlu import marker_squad, pretrained
+
+    pre = pretrained(tmp_path_factory)
+    rng = random.Random(0)
+    questions = marker_squad(tmp_path / "q.json", rng, 20)
+    data = json.loads(questions.read_text())  # a SQuAD 1.1 file: no unanswerable question
+    for art in data["data"]:
+        for par in art["paragraphs"]:
+            par["qas"] = [q for q in par["qas"] if q["answers"]]
+    questions.write_text(json.dumps(data))
+    run("fairseq-train", pre["data"], "--user-dir", USER_DIR, "--task", "pmlm_squad", "--criterion", "pmlm_squad",
+        "--train-json", questions, "--valid-json", questions, "--max-positions", "32", "--doc-stride", "8",
+        "--max-query-len", "8", "--arch", "unilmv2_tiny", "--finetune-from-model", pre["checkpoint"], "--optimizer",
+        "adam", "--lr", "1e-3", "--batch-size", "8", "--max-update", "1", "--disable-validation", "--cpu",
+        "--num-workers", "0", "--save-dir", tmp_path / "save")
+    proc = run(sys.executable, os.path.join(REPO, "scripts", "squad", "predict_squad.py"), "--checkpoint",
+               tmp_path / "save" / "checkpoint_last.pt", "--json", questions, "--out", tmp_path / "pred.json",
+               "--null-odds", tmp_path / "odds.json", "--cpu", check=False)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"predict_squad.py: error: --null-odds {tmp_path / 'odds.json'}: {tmp_path / 'save' / 'checkpoint_last.pt'} "
+        "was fine-tuned for SQuAD 1.1 (no --squad-v2), which has no unanswerable questions and so no odds to write"]
+    assert sorted(os.listdir(tmp_path)) == ["q.json", "save"]
 
 
 # ---------------------------------------------------------------- fine-tuning end to end

@@ -24,16 +24,21 @@ with interruptible():
     from fairseq_pmlm.criterions.squad import span_logits
     from fairseq_pmlm.data.squad_dataset import SquadDataset
     from fairseq_pmlm.data.squad_decode import best_answer
-    from fairseq_pmlm.errors import exit_with_error
+    from fairseq_pmlm.errors import BadInput, exit_with_error
     from fairseq_pmlm.public_data.squad_json import SquadFormatError
+    from fairseq_pmlm.runtime.checkpoint_files import write_atomically
     from fairseq_pmlm.scoring.squad_eval import evaluate
 
 
 def predict(checkpoint, json_path, data=None, batch_size=32, n_best=20, max_answer_len=30, null_threshold=0.0,
-            cpu=False):
-    """-> (examples, predictions {id: text}, null_odds {id: float} or None, version_2)."""
+            cpu=False, null_odds=None):
+    """-> (examples, predictions {id: text}, null_odds {id: float} or None, version_2). ``null_odds``:
+    the file they are asked for, refused before any question is answered where there are none."""
     overrides = {"data": data} if data else {}
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], arg_overrides=overrides)
+    if null_odds and not task.cfg.squad_v2:
+        raise BadInput(f"--null-odds {null_odds}: {checkpoint} was fine-tuned for SQuAD 1.1 (no --squad-v2), "
+                       "which has no unanswerable questions and so no odds to write")
     model = models[0].eval()
     use_cuda = torch.cuda.is_available() and not cpu
     if use_cuda:
@@ -79,14 +84,13 @@ def main():
     logging.basicConfig(level=logging.WARNING, force=True)  # force: importing fairseq configured it, at DEBUG
     try:
         examples, preds, odds, v2 = predict(a.checkpoint, a.json, a.data, a.batch_size, a.n_best, a.max_answer_len,
-                                            a.null_threshold, a.cpu)
-    except (SquadFormatError, FileNotFoundError) as e:
+                                            a.null_threshold, a.cpu, a.null_odds)
+    except (SquadFormatError, FileNotFoundError, BadInput) as e:
         exit_with_error("predict_squad.py", e)
-    with open(a.out, "w", encoding="utf-8") as f:
-        json.dump(preds, f, ensure_ascii=False)
-    if odds is not None and a.null_odds:
-        with open(a.null_odds, "w") as f:
-            json.dump(odds, f)
+    # whole or not at all (an interrupted or full-disk write leaves the old file, or none)
+    write_atomically(a.out, lambda f: f.write(json.dumps(preds, ensure_ascii=False).encode("utf-8")))
+    if a.null_odds:
+        write_atomically(a.null_odds, lambda f: f.write(json.dumps(odds).encode("utf-8")))
     print(f"predict_squad: wrote {len(preds)} answers to {a.out}")
     if all(ex.answers or ex.is_impossible for ex in examples):
         print("predict_squad: " + json.dumps(evaluate(examples, preds, odds)))
