@@ -278,6 +278,8 @@ def test_raw_text_without_the_bpe_flags_is_told_once_which_flags_to_add(tmp_path
     # fairseq switches on FairseqDropout modules; the layers' dropout runs in training only, so
     # --retain-dropout decoded exactly as without it, silently
     ("retain_dropout", True, r"^--retain-dropout: a unilmv2 model applies dropout in training only"),
+    # fairseq's generator asserted "min_len cannot be larger than max_len" at the first batch
+    ("max_len_b", 0, r"^--max-len-b 0 allows fewer target tokens than --min-len 1$"),
 ])
 def test_generation_flags_the_model_cannot_honour_are_refused_in_one_line(hub, flag, value, message):
     from fairseq_pmlm.errors import BadInput
@@ -286,7 +288,7 @@ def test_generation_flags_the_model_cannot_honour_are_refused_in_one_line(hub, f
     setattr(args, flag, value)
     with pytest.raises(BadInput, match=message):
         hub.task.build_generator(hub.models, args)
-    setattr(args, flag, None)
+    setattr(args, flag, hub.cfg.generation[flag])
     hub.task.build_generator(hub.models, args)  # control
 
 

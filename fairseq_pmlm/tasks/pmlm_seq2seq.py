@@ -282,6 +282,8 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
                     f"allows {longest} target tokens, but after a source of up to {src} positions "
                     f"(--max-source-positions) the model's {limit} positions leave {limit - src - 1}"
                 )
+            if not args.max_len_a and args.max_len_b < args.min_len:  # (fairseq asserts it at the first batch)
+                raise BadInput(f"--max-len-b {args.max_len_b} allows fewer target tokens than --min-len {args.min_len}")
         if getattr(args, "retain_dropout", False):
             # (fairseq switches on its FairseqDropout modules; the layers here drop out in training only)
             raise BadInput("--retain-dropout: a unilmv2 model applies dropout in training only, "

@@ -46,8 +46,8 @@ from .source_files import locate, read_weights
 
 
 def read_casing(config_path, tokens, override=None, weights=None):
-    """cased or not: the flag, else tokenizer_config.json's do_lower_case, else tokenizer.json's
-    normaliser, else s2s-ft's train_opt.json, else the vocab."""
+    """cased or not: the flag, else tokenizer_config.json's do_lower_case, else s2s-ft's
+    train_opt.json, else tokenizer.json's normaliser, else the vocab."""
     if override is not None:
         return override
     d = os.path.dirname(config_path)
