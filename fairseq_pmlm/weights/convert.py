@@ -84,7 +84,7 @@ def check_tokenizer(config_path, cased):
     settings = []  # (file, key, value, the value the plugin's tokenizer has)
     path = os.path.join(d, tokenizer_files.CASING)
     if os.path.isfile(path):
-        spec = _json_object(path)
+        spec = layouts.read_json_object(path)
         kind = spec.get("tokenizer_class")
         if kind is not None and kind not in BERT_TOKENIZER_CLASSES:
             raise ConversionError(f"{path}: tokenizer_class {kind!r} is not BERT's WordPiece tokenizer, the only one "
@@ -94,7 +94,7 @@ def check_tokenizer(config_path, cased):
     path = os.path.join(d, "tokenizer.json")
     if os.path.isfile(path):
         try:  # (a vocab read from vocab.txt leaves it unread otherwise: damaged, it is no setting)
-            norm = _json_object(path).get("normalizer") or {}
+            norm = layouts.read_json_object(path).get("normalizer") or {}
         except ConversionError:
             norm = {}
         if isinstance(norm, dict) and norm.get("type") == "BertNormalizer":
@@ -104,17 +104,6 @@ def check_tokenizer(config_path, cased):
         if value is not None and bool(value) != want:  # None: the default, which is the plugin's
             raise ConversionError(f"{where}: {key} {json.dumps(value)}, but the plugin's {'' if cased else 'un'}cased "
                                   f"WordPiece tokenizer has {key} {json.dumps(want)}: it would split text otherwise")
-
-
-def _json_object(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            spec = json.load(f)
-    except (OSError, ValueError) as e:
-        raise ConversionError(f"{path}: not readable JSON ({type(e).__name__})") from None
-    if not isinstance(spec, dict):
-        raise ConversionError(f"{path}: not a JSON object")
-    return spec
 
 
 # ---------------------------------------------------------------------------- import

@@ -12,6 +12,8 @@ it at ``bert.rel_pos_bias.weight``; both are read).
 Everything is checked against ``config.json`` before any tensor is used; errors are one
 line and name the offending keys.
 """
+import json
+
 import torch
 
 from ..arch import TransformerShape
@@ -21,6 +23,18 @@ from ..modules.relative_position import table_problem
 
 class ConversionError(BadInput):
     """A checkpoint, config or vocabulary that cannot be converted (message: one line)."""
+
+
+def read_json_object(path):
+    """A source's JSON file (train_opt.json, tokenizer_config.json, ...) as a dict; else one line naming it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            spec = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ConversionError(f"{path}: not readable JSON ({type(e).__name__})") from None
+    if not isinstance(spec, dict):
+        raise ConversionError(f"{path}: not a JSON object")
+    return spec
 
 
 # present in ordinary BERT checkpoints, not part of this model: dropped on import

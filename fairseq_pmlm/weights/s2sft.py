@@ -9,10 +9,9 @@ segments it fed sources and targets) and a ``max_position_embeddings`` extended 
 target length when that exceeds the pre-trained table. What matters for decoding is read here,
 or refused in one line.
 """
-import json
 import os
 
-from .layouts import ConversionError
+from .layouts import ConversionError, read_json_object
 
 # the segments the plugin feeds sources and targets (models/seq2seq_views.py)
 TYPE_IDS = {"source_type_id": 0, "target_type_id": 1}
@@ -43,14 +42,7 @@ def read_train_opt(weights):
     path = find_train_opt(weights)
     if path is None:
         return None, {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            opts = json.load(f)
-    except (OSError, ValueError) as e:
-        raise ConversionError(f"{path}: not readable JSON ({type(e).__name__})") from None
-    if not isinstance(opts, dict):
-        raise ConversionError(f"{path}: not a JSON object")
-    return path, opts
+    return path, read_json_object(path)
 
 
 def seq2seq_lengths(weights, max_positions, notes):
