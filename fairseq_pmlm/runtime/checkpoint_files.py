@@ -362,10 +362,12 @@ VALID_METERS = ("wps", "wpb", "bsz", "num_updates")  # what fairseq logs with ev
 
 
 def half_precision_problem(common):
-    """fairseq-train --fp16 on a machine without CUDA: its FP16Optimizer asks CUDA for the current
-    device when it builds (a traceback; ``--memory-efficient-fp16`` does not). The recipes refuse it
-    before they start fairseq-train (``device_flags``, common.sh); this is the same line for fairseq-train itself."""
-    if common.fp16 and not common.memory_efficient_fp16 and not torch.cuda.is_available():
+    """fairseq-train --fp16 on a machine without CUDA: its FP16Optimizer places the flattened fp32
+    copy with ``torch.cuda.current_device()`` (a traceback; ``--fp16-no-flatten-grads`` and
+    ``--memory-efficient-fp16`` run on a CPU). The recipes refuse it before they start fairseq-train
+    (``device_flags``, common.sh); this is the same line for fairseq-train itself."""
+    flattened = common.fp16 and not common.memory_efficient_fp16 and not common.fp16_no_flatten_grads
+    if flattened and not torch.cuda.is_available():
         return "--fp16 needs a CUDA GPU and this machine has none: leave it out (on a CPU with bf16: --bf16-autocast)"
     return None
 
