@@ -68,7 +68,10 @@ def restore_runs(data, other, root):
     """train_many's runs: 2 updates on ``data``, then --restore-file that checkpoint on each of ``other``."""
     ckpt = root / "first" / "checkpoint_last.pt"
     return [(data, root / "first", "--max-update", "2", "--no-epoch-checkpoints"),
-            *[(d, root / f"restore_{name}", "--max-update", "4", "--restore-file", ckpt) for name, d in other.items()]]
+            *[(d, root / f"restore_{name}", "--max-update", "4", "--restore-file", ckpt) for name, d in other.items()],
+            (data, root / "restore_layers", "--max-update", "4", "--restore-file", ckpt, "--encoder-layers", "1"),
+            (data, root / "restore_width", "--max-update", "4", "--restore-file", ckpt,
+             "--encoder-ffn-embed-dim", "48")]
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +97,8 @@ def runs(tmp_path_factory):
         (data, tmp / "ckpt_metric", "--max-update", "2", "--objective", "ae", "--best-checkpoint-metric", "par_loss"),
         (data, tmp / "ckpt_fp16", "--max-update", "2", "--fp16"),
     ])
-    names = ("first", "restore same_size", "restore other_size", "missing", "blank", "zero", "positions", "short_long",
-             "metric", "fp16")
+    names = ("first", "restore same_size", "restore other_size", "restore layers", "restore width", "missing",
+             "blank", "zero", "positions", "short_long", "metric", "fp16")
     c["run"] = dict(zip(names, dict_runs.result() + bad_runs.result()))
     return c
 
@@ -140,6 +143,18 @@ def test_fp16_without_a_gpu_stops_before_the_first_update_in_one_line(runs):
     assert_fails_with(proc, "--fp16 needs a CUDA GPU and this machine has none: leave it out (on a CPU with bf16: "
                             "--bf16-autocast)")
     assert records(proc) == [] and checkpoints(runs["tmp"] / "ckpt_fp16") == []
+
+
+@pytest.mark.parametrize("other", ["layers", "width"])
+def test_restoring_a_checkpoint_of_another_size_names_what_differs_in_one_line(other, runs):
+    """fairseq's trainer said "please ensure that the architectures match" after torch's traceback
+    of every mismatched tensor."""
+    ckpt = runs["tmp"] / "first" / "checkpoint_last.pt"
+    proc = runs["run"][f"restore {other}"]
+    want = (f"{ckpt} has 2 layers, this model 1" if other == "layers" else
+            f"{ckpt}: transformer.layers.0.fc1.weight is [128, 64] there, [48, 64] in this model")
+    assert_fails_with(proc, want + ": give the checkpoint's --arch and size flags")
+    assert "Traceback" not in proc.stderr and checkpoints(runs["tmp"] / f"restore_{other}") == []
 
 
 @pytest.mark.parametrize("other", ["same_size", "other_size"])

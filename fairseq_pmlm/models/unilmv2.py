@@ -291,6 +291,26 @@ class UniLMv2Model(BaseFairseqModel):
         return (f"{checkpoint or 'the checkpoint'} was trained with a different dictionary than {ours} + [MASK] + "
                 f"[P] ({sizes}): binarize the data with the checkpoint's dictionary (fairseq-preprocess --srcdict)")
 
+    def architecture_mismatch(self, state_dict, checkpoint=None):
+        """The one-line error for a checkpoint of another size than this model's --arch (layers, a
+        tensor's shape), naming what differs; None if the body fits. Asked before fairseq loads, as
+        ``dictionary_mismatch`` (its trainer words any load error as "please ensure that the
+        architectures match", after a traceback). The position table and task heads are adapted
+        on load (``load_state_dict``, ``upgrade_state_dict_named``), so they are not compared."""
+        own, where = self.state_dict(), checkpoint or "the checkpoint"
+        fix = "give the checkpoint's --arch and size flags (the hub and fairseq-generate read them from it)"
+
+        def layers(keys):
+            return len({k.split(".")[2] for k in keys if k.startswith("transformer.layers.")})
+
+        if layers(state_dict) != layers(own):
+            return f"{where} has {layers(state_dict)} layers, this model {layers(own)}: {fix}"
+        for k, v in state_dict.items():
+            if (k.startswith("transformer.") and k != "transformer.embed_positions.weight" and k in own
+                    and tuple(v.shape) != tuple(own[k].shape)):
+                return f"{where}: {k} is {list(v.shape)} there, {list(own[k].shape)} in this model: {fix}"
+        return None
+
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         mismatch = self.dictionary_mismatch(state_dict, checkpoint_files.LOADING["path"])
         if mismatch:  # one line (errors.py): fairseq-generate and the hub load through here

@@ -297,9 +297,10 @@ def restart_problem(cfg, suffix, model=None, run=None):
     state, reason = _load(path)
     if reason is not None:
         return unreadable(path, reason)
-    mismatch = model.dictionary_mismatch(state["model"], path) if hasattr(model, "dictionary_mismatch") else None
-    if mismatch:
-        return mismatch
+    for check in ("dictionary_mismatch", "architecture_mismatch"):  # the model's own words, not fairseq's
+        mismatch = getattr(model, check)(state["model"], path) if hasattr(model, check) else None
+        if mismatch:
+            return mismatch
     if resume and run is not None and not cfg.reset_optimizer:
         return other_run(state, path, resume, *run)
     return None
