@@ -311,8 +311,9 @@ def test_finetune_sh_schedule_and_its_line_count_the_batch_size_and_update_freq_
     lrs = [float(r["lr"]) for r in records(proc)]
     epochs = {r["epoch"] for r in records(proc, "train")}
     assert len(lrs) == 2 and lrs[0] > 0 and lrs[-1] == 0 and epochs == {1}, (lrs, epochs)
-    probe = ("source scripts/lib/common.sh; EXTRA=(--update-freq 2); per_update 16; PMLM_GPUS=4 per_update 16; "
-             "EXTRA=(--update-freq 2 --distributed-world-size 2); PMLM_GPUS=4 per_update 16; "
+    probe = ("source scripts/lib/common.sh; EXTRA=(--update-freq 2); per_update 16; echo $PER_UPDATE; "
+             "PMLM_GPUS=4 per_update 16; echo $PER_UPDATE; "
+             "EXTRA=(--update-freq 2 --distributed-world-size 2); PMLM_GPUS=4 per_update 16; echo $PER_UPDATE; "
              "EXTRA=(--update-freq 1,2); per_update 16")
     out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, cwd=REPO, env={**ENV, "PMLM_GPUS": "0"})
     assert out.stdout == "32\n128\n64\n" and out.returncode == 2 and "--update-freq 1,2: " in out.stderr, out

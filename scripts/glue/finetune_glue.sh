@@ -39,7 +39,7 @@ read -r TASK N METRIC NCLS <<< "${META[0]}"
 # warmup and decay scaled to them, where they stayed on the epochs' count and the lr reached 0 early)
 take_overrides --lr --batch-size --weight-decay
 MAXUPD=$(extra_value --max-update '')
-PER_UPDATE=$(per_update "$BSZ")
+per_update "$BSZ"
 SCHEDULE=$(recipe_info schedule --examples "$N" --batch "$PER_UPDATE" --epochs "$EPOCHS" --warmup-ratio "$WARMUP" \
   ${MAXUPD:+--updates "$MAXUPD"})
 read -r UPDATES WARMUP_UPDATES <<< "$SCHEDULE"

@@ -100,9 +100,10 @@ take_overrides() {  # take_overrides FLAG...: a recipe flag given again after --
   done
 }
 
-per_update() {  # per_update BATCH: the sequences one update takes, BATCH x the --update-freq after -- (fairseq
-  # sums that many batches into an update) x its processes (--distributed-world-size, by default one a
-  # GPU), so a schedule of epochs and the recipe's line count what runs (presets.sh: BATCH = the product)
+per_update() {  # per_update BATCH: PER_UPDATE, the sequences one update takes: BATCH x the --update-freq
+  # after -- (fairseq sums that many batches into an update) x its processes (--distributed-world-size,
+  # by default one a GPU), so a schedule of epochs and the recipe's line count what runs (presets.sh:
+  # BATCH = the product). It sets a variable (no subshell): the GPUs are found once a recipe run.
   local freq world
   freq=$(extra_value --update-freq 1)
   [[ $freq =~ ^[1-9][0-9]*$ ]] || die "--update-freq $freq: the recipe counts its schedule in updates of one size:" \
@@ -110,7 +111,8 @@ per_update() {  # per_update BATCH: the sequences one update takes, BATCH x the 
   detect_gpus
   world=$(extra_value --distributed-world-size "$((PMLM_GPUS > 0 ? PMLM_GPUS : 1))")
   [[ $world =~ ^[1-9][0-9]*$ ]] || die "--distributed-world-size must be a positive integer: $world"
-  echo $(($1 * freq * world))
+  # shellcheck disable=SC2034  # PER_UPDATE is for the recipe that sources this
+  PER_UPDATE=$(($1 * freq * world))
 }
 
 require_flags() {  # each named flag was given a value

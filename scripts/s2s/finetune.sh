@@ -49,7 +49,7 @@ else
 fi
 # the schedule and the line count the sequences an update takes: the --batch-size and --update-freq
 # after -- (the preset's batch is the paper's: e.g. -- --batch-size 16 --update-freq 4 for xsum's 64)
-PER_UPDATE=$(per_update "$(extra_value --batch-size "$BATCH")")
+per_update "$(extra_value --batch-size "$BATCH")"
 # -- --max-update N is the run's length as --updates N is: the warmup and decay scaled to it (on the
 # preset's length the lr reached 0 there and the updates after it trained nothing)
 UPDATES=$(extra_value --max-update "$UPDATES")

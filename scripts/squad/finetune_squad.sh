@@ -32,7 +32,7 @@ parse_flags "$@"
 take_overrides --lr --batch-size --weight-decay --max-positions --doc-stride
 MAXUPD=$(extra_value --max-update '')
 require_flags --data --train-json --dev-json --checkpoint --save-dir
-PER_UPDATE=$(per_update "$BSZ")
+per_update "$BSZ"
 forward_signals  # from here on: the facts runs and the steps stop cleanly on Ctrl-C and SIGTERM
 require_files "$TRAIN" "$DEV" "$CKPT" "$DATA/dict.txt"
 resume_or_start "$SAVE" "$(abs_path "$CKPT")" pmlm_squad
