@@ -303,8 +303,9 @@ class UniLMv2Model(BaseFairseqModel):
         def layers(keys):
             return len({k.split(".")[2] for k in keys if k.startswith("transformer.layers.")})
 
-        if layers(state_dict) != layers(own):
-            return f"{where} has {layers(state_dict)} layers, this model {layers(own)}: {fix}"
+        theirs, ours = layers(state_dict), layers(own)
+        if theirs != ours:
+            return f"{where} has {theirs} layers, this model {ours}: {fix}"
         for k, v in state_dict.items():
             if (k.startswith("transformer.") and k != "transformer.embed_positions.weight" and k in own
                     and tuple(v.shape) != tuple(own[k].shape)):

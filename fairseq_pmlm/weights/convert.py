@@ -37,8 +37,9 @@ import torch
 
 from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..runtime.interrupts import one_line_exit
-from ..symbols import SENTENCE_SEP, separator_symbol
+from ..symbols import separator_symbol
 from ..text import tokenizer_files, vocab
+from ..text.token_ids import encode_sentences
 from . import checkpoint, layouts, released, s2sft
 from .export import FORMATS, export_checkpoint
 from .layouts import ConversionError
@@ -163,6 +164,9 @@ def keep_layers(tensors, shape, layers):
     return out, replace(shape, encoder_layers=len(layers))
 
 
+SEPARATOR = -1  # used_vocab_rows' stand-in id for [X_SEP], which no vocab row has
+
+
 def used_vocab_rows(tokens, cased, texts):
     """The vocab rows the WordPiece tokenizer of ``tokens`` produces on the text files ``texts``."""
     from ..text.wordpiece import bert_tokenizer
@@ -170,16 +174,17 @@ def used_vocab_rows(tokens, cased, texts):
     with tempfile.TemporaryDirectory() as tmp:  # the vocab may come from a tokenizer.json
         vocab.write_vocab(os.path.join(tmp, "vocab.txt"), tokens)
         tokenizer, used = bert_tokenizer(os.path.join(tmp, "vocab.txt"), cased), set()
-    separators = False
+    def encode(lines):
+        return tokenizer(lines, add_special_tokens=False)["input_ids"]
+
     for path in texts:
-        # the data gives [X_SEP] the separator's row (text/token_ids.py), not the pieces of its spelling
-        lines = read_text_lines(path)
-        separators = separators or any(SENTENCE_SEP in line for line in lines)
-        lines = [part for line in lines for part in line.split(SENTENCE_SEP) if part.strip()]
+        lines = [line for line in read_text_lines(path) if line.strip()]
         for start in range(0, len(lines), 1000):
-            for ids in tokenizer(lines[start:start + 1000], add_special_tokens=False)["input_ids"]:
+            # as the data encodes it: "[X_SEP]" is the separator's row, not the pieces of its spelling
+            for ids in encode_sentences(encode, lines[start:start + 1000], SEPARATOR):
                 used.update(ids)
-    sep = separator_symbol(tokens) if separators else None
+    sep = separator_symbol(tokens) if SEPARATOR in used else None
+    used.discard(SEPARATOR)
     if sep is not None:
         used.add(len(tokens) - 1 - tokens[::-1].index(sep))  # its last row: the one map_vocab names
     if not used:
