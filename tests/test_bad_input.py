@@ -96,9 +96,10 @@ def runs(tmp_path_factory):
         (c["short_long"], tmp / "ckpt_short_long", "--max-update", "2", "--log-interval", "1", "--no-save"),
         (data, tmp / "ckpt_metric", "--max-update", "2", "--objective", "ae", "--best-checkpoint-metric", "par_loss"),
         (data, tmp / "ckpt_fp16", "--max-update", "2", "--fp16"),
+        (data, tmp / "ckpt_bf16", "--max-update", "2", "--bf16"),
     ])
     names = ("first", "restore same_size", "restore other_size", "restore layers", "restore width", "missing",
-             "blank", "zero", "positions", "short_long", "metric", "fp16")
+             "blank", "zero", "positions", "short_long", "metric", "fp16", "bf16")
     c["run"] = dict(zip(names, dict_runs.result() + bad_runs.result()))
     return c
 
@@ -143,6 +144,16 @@ def test_fp16_without_a_gpu_stops_before_the_first_update_in_one_line(runs):
     assert_fails_with(proc, "--fp16 needs a CUDA GPU and this machine has none: leave it out (on a CPU with bf16: "
                             "--bf16-autocast)")
     assert records(proc) == [] and checkpoints(runs["tmp"] / "ckpt_fp16") == []
+
+
+def test_fairseqs_bf16_tpu_mode_without_a_tpu_stops_before_the_first_update_in_one_line(runs):
+    """fairseq's --bf16 means TPU: its Trainer stopped with "'NoneType' object has no attribute
+    'xla_device'" (a traceback) on a machine without torch_xla."""
+    proc = runs["run"]["bf16"]
+    assert_fails_with(proc, "--bf16 (and --memory-efficient-bf16) is fairseq's TPU mode and this machine has no "
+                            "TPU (torch_xla): for bf16 on a GPU or CPU use --bf16-autocast")
+    assert "Traceback" not in proc.stderr
+    assert records(proc) == [] and checkpoints(runs["tmp"] / "ckpt_bf16") == []
 
 
 @pytest.mark.parametrize("other", ["layers", "width"])

@@ -8,11 +8,14 @@ torch recommends; checkpoints hold plain fp32 weights. The weights autocast woul
 use are cast beforehand, all in one batched copy (``weights_cast_once``).
 """
 import contextlib
+import importlib.util
 from dataclasses import dataclass, field
 
 import torch
 from fairseq.dataclass import FairseqDataclass
 from fairseq.optim import AMPOptimizer, FP16Optimizer, MemoryEfficientFP16Optimizer
+from omegaconf import II
+from omegaconf.errors import InterpolationResolutionError
 
 from ..errors import BadInput
 
@@ -24,6 +27,7 @@ class AutocastConfig(FairseqDataclass):
         metadata={"help": "run forward passes under torch.autocast(bfloat16) with fp32 weights and no "
                           "loss scaling (use instead of --bf16, which means TPU, and of --fp16/--amp)"},
     )
+    tpu: bool = II("common.tpu")  # fairseq sets it for --bf16 and --memory-efficient-bf16
 
 
 class _Autocast:
@@ -92,8 +96,28 @@ def _cast(tensors, dtype):
     return out
 
 
+def tpu_problem(cfg):
+    """fairseq's --bf16 (and --memory-efficient-bf16) turns on its TPU mode: without torch_xla
+    fairseq-train stopped in its Trainer with "'NoneType' object has no attribute 'xla_device'"
+    and fairseq-generate ignored it. Tasks are set up before either, so the tasks say it."""
+    try:
+        tpu = getattr(cfg, "tpu", False) is True  # a bare dataclass holds the "${common.tpu}" string
+    except InterpolationResolutionError:  # a task config made outside fairseq's whole config
+        tpu = False
+    if tpu and importlib.util.find_spec("torch_xla") is None:
+        return ("--bf16 (and --memory-efficient-bf16) is fairseq's TPU mode and this machine has no TPU "
+                "(torch_xla): for bf16 on a GPU or CPU use --bf16-autocast")
+    return None
+
+
 class BF16AutocastMixin:
     """Put first among a task's bases; its config must derive from ``AutocastConfig``."""
+
+    def __init__(self, cfg, *args, **kwargs):
+        problem = tpu_problem(cfg)
+        if problem:
+            raise BadInput(problem)
+        super().__init__(cfg, *args, **kwargs)
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         if self.cfg.bf16_autocast:
