@@ -836,6 +836,13 @@ SPLITS_OTHERWISE = {  # an uncased source whose tokenizer files say it splits te
     "tokenizer_json_keeps_accents": ("tokenizer.json", {"normalizer": {"type": "BertNormalizer", "lowercase": True,
                                                                        "strip_accents": False}},
                                      "tokenizer.json: strip_accents false"),
+    "tokenizer_json_other_normalizer": ("tokenizer.json", {"normalizer": {"type": "Sequence", "normalizers": [
+        {"type": "NFKC"}, {"type": "Lowercase"}]}}, "tokenizer.json: normalizer 'Sequence', but the plugin tokenises "
+                                                    "as BERT's BertNormalizer does"),
+    "tokenizer_json_whitespace_split": ("tokenizer.json", {"pre_tokenizer": {"type": "Whitespace"}},
+                                        "tokenizer.json: pre_tokenizer 'Whitespace'"),
+    "tokenizer_json_bpe": ("tokenizer.json", {"model": {"type": "BPE", "vocab": {}, "merges": []}},
+                           "tokenizer.json: model 'BPE'"),
 }
 
 

@@ -77,6 +77,10 @@ BERT_TOKENIZER_CLASSES = {f"{name}Tokenizer{fast}" for name in ("Bert", "DistilB
                                                                "SqueezeBert", "LayoutLM") for fast in ("", "Fast")}
 
 
+# tokenizer.json's parts as BERT's WordPiece tokenizer writes them (another type: other pieces)
+TOKENIZER_JSON_PARTS = (("normalizer", "BertNormalizer"), ("pre_tokenizer", "BertPreTokenizer"), ("model", "WordPiece"))
+
+
 def check_tokenizer(config_path, cased):
     """The plugin tokenises with BERT's WordPiece, stripping accents exactly when it lowercases and
     splitting CJK characters off (text/wordpiece.py): a source tokenizer whose files say otherwise
@@ -95,9 +99,15 @@ def check_tokenizer(config_path, cased):
     path = os.path.join(d, "tokenizer.json")
     if os.path.isfile(path):
         try:  # (a vocab read from vocab.txt leaves it unread otherwise: damaged, it is no setting)
-            norm = layouts.read_json_object(path).get("normalizer") or {}
+            spec = layouts.read_json_object(path)
         except ConversionError:
-            norm = {}
+            spec = {}
+        for key, want in TOKENIZER_JSON_PARTS:
+            part = spec.get(key)
+            if isinstance(part, dict) and part.get("type") not in (None, want):
+                raise ConversionError(f"{path}: {key} {part['type']!r}, but the plugin tokenises as BERT's {want} "
+                                      "does: it would split text otherwise")
+        norm = spec.get("normalizer") or {}
         if isinstance(norm, dict) and norm.get("type") == "BertNormalizer":
             settings += [(path, k, norm.get(k), want) for k, want in
                          (("strip_accents", not cased), ("handle_chinese_chars", True), ("clean_text", True))]
