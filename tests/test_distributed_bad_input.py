@@ -181,3 +181,13 @@ def test_an_input_error_inside_training_is_one_line_after_the_process_group_took
     assert status == 2, stderr[-3000:]
     assert last_line(stderr) == (f"fairseq_pmlm.runtime.distributed_train: error: dataset not found: "
                                  f"{tmp_path}/valid.{{bin,idx}}"), stderr[-3000:]
+
+
+def test_a_flag_given_twice_is_checked_at_the_value_fairseq_reads_the_last(torchrun_env):
+    # docs/PRETRAINING.md's CPU run appends to the GPU arguments: the last --ddp-backend is the one that runs
+    env = distributed_train.launcher_env()
+    distributed_train.check_command_line(
+        ["data", "--user-dir", "fairseq_pmlm", "--ddp-backend", "pytorch_ddp", "--cpu", "--ddp-backend", "legacy_ddp"],
+        env, cpu=True)
+    exits_with(["data", "--user-dir", "fairseq_pmlm", "--cpu", "--ddp-backend=legacy_ddp", "--ddp-backend", "pytorch_ddp"],
+               "--ddp-backend pytorch_ddp", "legacy_ddp")

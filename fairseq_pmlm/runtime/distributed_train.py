@@ -41,12 +41,14 @@ def given(argv, flag):
 
 
 def flag_value(argv, flag):
+    """The value fairseq-train reads for ``flag``: the last one given, as argparse takes it."""
+    value = None
     for i, a in enumerate(argv):
         if a.startswith(flag + "="):
-            return a.split("=", 1)[1]
-        if a == flag and i + 1 < len(argv):
-            return argv[i + 1]
-    return None
+            value = a.split("=", 1)[1]
+        elif a == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+    return value
 
 
 def launcher_env():
