@@ -13,8 +13,9 @@ import pytest
 import torch
 from test_released_weights import stdlib_lines, wordpiece_vocab
 
+from fairseq_pmlm.arch import TransformerShape
 from fairseq_pmlm.text import vocab
-from fairseq_pmlm.weights import convert, export
+from fairseq_pmlm.weights import checkpoint, convert, export
 from fairseq_pmlm.weights.layouts import ConversionError
 
 from cli import run_main
@@ -193,6 +194,54 @@ def test_export_then_import_gives_back_the_same_checkpoint_bit_for_bit(tiny, tmp
     convert.import_checkpoint(str(tmp_path / "out"), str(tmp_path / "back"))
     a, b = state["model"], torch.load(tmp_path / "back" / "model.pt")["model"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("fmt", export.FORMATS)
+def test_a_sequence_to_sequence_checkpoint_imports_back_as_one_with_its_lengths_pseudo_token_and_lenpen(
+        tiny, tmp_path, fmt):
+    """The export kept no record of the task: imported again a pmlm_seq2seq model came back as a
+    pseudo_masked_lm one (same tensors), whose hub refused generate(), and an --format hf one forgot
+    its lengths and pseudo token."""
+    from fairseq_pmlm.models.unilmv2 import UniLMv2Model
+
+    src = tmp_path / "plugin"
+    os.makedirs(src)
+    for f in ("dict.txt", "vocab.txt", "tokenizer_config.json"):
+        (src / f).write_bytes((tiny / f).read_bytes())
+    state = torch.load(tiny / "model.pt")
+    for k, v in state["model"].items():  # the released UniLMv2 layout has no key bias
+        if k.endswith("attn.key.bias"):
+            v.zero_()
+    shape = TransformerShape.of(state["cfg"]["model"])
+    record = {"max_source_positions": 40, "max_target_positions": 24, "pseudo_token": "mask",
+              "lenpen_formula": "gnmt"}
+    state["cfg"] = checkpoint.training_cfg(str(src), shape, "unilmv2_tiny", str(src / "vocab.txt"), False, record)
+    torch.save(state, src / "model.pt")
+    export.export_checkpoint(str(src / "model.pt"), str(tmp_path / "out"), fmt=fmt)
+    info = convert.import_checkpoint(str(tmp_path / "out"), str(tmp_path / "back"))
+    back = torch.load(tmp_path / "back" / "model.pt")
+    assert back["cfg"]["task"]["_name"] == "pmlm_seq2seq" and back["cfg"]["model"]["pseudo_token"] == "mask"
+    assert {k: back["cfg"]["task"][k] for k in record if k != "pseudo_token"} == {
+        k: v for k, v in record.items() if k != "pseudo_token"}
+    assert any("a sequence-to-sequence model" in n for n in info["notes"])
+    a, b = state["model"], back["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    hubs = [UniLMv2Model.from_pretrained(str(d), checkpoint_file="model.pt") for d in (src, tmp_path / "back")]
+    outs = [hub.sample(["the cat sat on the mat"], beam=2, max_len_b=5) for hub in hubs]
+    assert outs[0] == outs[1]
+
+
+def test_a_bad_sequence_to_sequence_record_in_config_json_is_one_line_naming_it(tiny, tmp_path):
+    export.export_checkpoint(str(tiny / "model.pt"), str(tmp_path / "out"))
+    cfg = json.loads((tmp_path / "out" / "config.json").read_text())
+    cfg["pmlm_seq2seq"] = {"max_source_positions": 400, "max_target_positions": 400, "pseudo_token": "mask",
+                           "lenpen_formula": "gnmt"}
+    (tmp_path / "out" / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConversionError) as e:
+        convert.import_checkpoint(str(tmp_path / "out"), str(tmp_path / "back"))
+    assert str(e.value).startswith("config.json: pmlm_seq2seq: max_source_positions 400 + max_target_positions 400 "
+                                   "do not fit the model's")
+    assert not (tmp_path / "back").exists()
 
 
 def test_s2sft_export_is_the_released_unilmv2_layout_s2sft_reads(tiny, tmp_path):

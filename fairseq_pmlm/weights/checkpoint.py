@@ -14,7 +14,7 @@ import torch
 
 from ..arch import ARCH_SIZES, SIZE_FIELDS, TransformerShape
 from ..runtime import output_dir
-from .layouts import ConversionError
+from .layouts import SEQ2SEQ_FIELDS, ConversionError
 
 USER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -68,8 +68,8 @@ def flags_of_checkpoint(path):
 
 def training_cfg(data_dir, shape, arch, bpe_vocab=None, cased=False, seq2seq=None):
     """The cfg ``fairseq-train DATA --task pseudo_masked_lm --arch ARCH ...`` would save; with
-    ``seq2seq`` = (source, target) positions, that of ``--task pmlm_seq2seq --pseudo-token mask`` (a
-    model s2s-ft fine-tuned: the hub's ``sample`` and fill-mask go by the task)."""
+    ``seq2seq`` (a dict of some of layouts.SEQ2SEQ_FIELDS), that of ``--task pmlm_seq2seq`` with them
+    (a sequence-to-sequence model: the hub's ``generate`` and fill-mask go by the task)."""
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from omegaconf import OmegaConf
@@ -77,9 +77,9 @@ def training_cfg(data_dir, shape, arch, bpe_vocab=None, cased=False, seq2seq=Non
     if seq2seq is None:
         task = ["--task", "pseudo_masked_lm", "--criterion", "pmlm", "--tokens-per-sample",
                 str(min(512, shape.max_positions))]
-    else:  # s2s-ft fine-tuned it feeding [MASK] as the pseudo token: so does its decoder here
-        task = ["--task", "pmlm_seq2seq", "--criterion", "pmlm_seq2seq", "--max-source-positions", str(seq2seq[0]),
-                "--max-target-positions", str(seq2seq[1]), "--pseudo-token", "mask"]
+    else:
+        task = ["--task", "pmlm_seq2seq", "--criterion", "pmlm_seq2seq",
+                *[a for k in SEQ2SEQ_FIELDS if k in seq2seq for a in ("--" + k.replace("_", "-"), str(seq2seq[k]))]]
     argv = [data_dir, "--user-dir", USER_DIR, *task, "--arch", arch, "--optimizer", "adam", *model_flags(shape, arch)]
     if bpe_vocab:
         argv += ["--bpe", "bert", "--bpe-vocab-file", bpe_vocab] + (["--bpe-cased"] if cased else [])

@@ -143,7 +143,31 @@ def read_source(weights, config, vocab_file):
         raise ConversionError(f"{os.path.basename(config)} says vocab_size {vocab_size} but "
                               f"{os.path.basename(vocab_file)} has {len(tokens)} tokens")
     head_trained = config_dict.get(layouts.HEAD_TRAINED_KEY)
-    return shape, tokens, mapping, state, None if head_trained is None else bool(head_trained)
+    seq2seq = read_seq2seq_record(config_dict, os.path.basename(config), shape.max_positions)
+    return shape, tokens, mapping, state, None if head_trained is None else bool(head_trained), seq2seq
+
+
+def read_seq2seq_record(config_dict, name, max_positions):
+    """config.json's record of a sequence-to-sequence export (layouts.SEQ2SEQ_KEY), checked; None
+    without one."""
+    record = config_dict.get(layouts.SEQ2SEQ_KEY)
+    if record is None:
+        return None
+    from ..models.unilmv2 import PSEUDO_TOKENS
+    from ..sequence_generator import LENPEN_FORMULAS
+
+    try:
+        src, tgt = (record[k] for k in layouts.SEQ2SEQ_FIELDS[:2])
+        if not (isinstance(src, int) and isinstance(tgt, int) and src >= 3 and tgt >= 2 and src + tgt <= max_positions):
+            raise ValueError(f"max_source_positions {src} + max_target_positions {tgt} do not fit the model's "
+                             f"{max_positions} positions")
+        if record["pseudo_token"] not in PSEUDO_TOKENS or record["lenpen_formula"] not in LENPEN_FORMULAS:
+            raise ValueError(f"pseudo_token {record['pseudo_token']!r} or lenpen_formula {record['lenpen_formula']!r} "
+                             f"is not one of {sorted(PSEUDO_TOKENS)} / {sorted(LENPEN_FORMULAS)}")
+    except (TypeError, KeyError, ValueError) as e:
+        what = f"no {e}" if isinstance(e, KeyError) else str(e)
+        raise ConversionError(f"{name}: {layouts.SEQ2SEQ_KEY}: {what}") from None
+    return {k: record[k] for k in layouts.SEQ2SEQ_FIELDS}
 
 
 def add_zero_rel_table(tensors, shape, buckets, distance):
@@ -230,12 +254,16 @@ def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, 
                                      cased, zero_rel_pos, force, layers, keep_pieces_of)
     weights, config, vocab_file = locate(src, weights, config, vocab_file)
     checkpoint.refuse_replacing_inputs(out_dir, [src, weights, config, vocab_file, *(keep_pieces_of or [])])
-    shape, tokens, mapping, state, head_trained = read_source(weights, config, vocab_file)
+    shape, tokens, mapping, state, head_trained, seq2seq = read_source(weights, config, vocab_file)
     layout = layouts.layout_name(state)
     tensors, notes = layouts.to_plugin(state, shape, len(tokens))
-    # s2s-ft's fine-tuned saves are sequence-to-sequence models: written for that task, so that
-    # generate.sh and the hub's sample() decode them without a fine-tuning step
-    seq2seq = s2sft.seq2seq_lengths(weights, shape.max_positions, notes) if layout == "s2s-ft" else None
+    if seq2seq is not None:
+        notes.append(f"a sequence-to-sequence model ({os.path.basename(config)}: {json.dumps(seq2seq)})")
+    elif layout == "s2s-ft":
+        # s2s-ft's fine-tuned saves are sequence-to-sequence models, feeding [MASK] as the pseudo token:
+        # written for that task, so that generate.sh and the hub's generate() decode them as they are
+        src, tgt = s2sft.seq2seq_lengths(weights, shape.max_positions, notes)
+        seq2seq = {"max_source_positions": src, "max_target_positions": tgt, "pseudo_token": "mask"}
     if layers is not None:
         tensors, shape = keep_layers(tensors, shape, layers)
         notes.append(f"kept layers {','.join(map(str, layers))} of the source")

@@ -223,6 +223,13 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
     sd = layouts.from_plugin(tensors, shape)
     config = layouts.hf_config(shape, len(names), names.index("[PAD]"))
     config[layouts.HEAD_TRAINED_KEY] = bool(model.lm_head_trained >= 0.5)
+    task_cfg = state["cfg"]["task"]
+    if task_cfg.get("_name") == "pmlm_seq2seq":
+        config[layouts.SEQ2SEQ_KEY] = {
+            "max_source_positions": int(task_cfg["max_source_positions"]),
+            "max_target_positions": int(task_cfg["max_target_positions"]),
+            "pseudo_token": "mask" if swap_pseudo else str(model_cfg.pseudo_token),  # what the decoder feeds
+            "lenpen_formula": str(task_cfg.get("lenpen_formula") or "fairseq")}
     if not config[layouts.HEAD_TRAINED_KEY]:
         notes.append("the MLM head is untrained (the converted source had none): its logits mean nothing until "
                      f"pre-training trains it (config.json: {layouts.HEAD_TRAINED_KEY} false)")

@@ -326,6 +326,10 @@ def fuse_qkv(sd, n_layers):
 # config.json's record of the MLM head: False where it was never trained (a source without one,
 # all-MiniLM-L6-v2), so that importing the export again keeps the head warm-up and fill_mask's warning
 HEAD_TRAINED_KEY = "pmlm_lm_head_trained"
+# config.json's record of a sequence-to-sequence model (a pmlm_seq2seq checkpoint): importing the
+# export again gives that task back, with the lengths, pseudo token and length penalty it decoded with
+SEQ2SEQ_KEY = "pmlm_seq2seq"
+SEQ2SEQ_FIELDS = ("max_source_positions", "max_target_positions", "pseudo_token", "lenpen_formula")
 
 
 def hf_config(shape: TransformerShape, vocab_size, pad_token_id):
