@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: what PMLM pre-training buys, on real text every machine here has (the docstrings
 # of Python's standard library and of the pinned packages: scripts/make_docstring_corpus.py),
-# in under 15 minutes on 2 CPU cores.
+# in 9-17 minutes on 2 CPU cores with AVX-512, 15-24 without (README.md's machine table).
 #
 #   released weights (all-MiniLM-L6-v2, pip-installed by the set-up; layers 0,2,4 kept)
 #     -> PMLM (AE+PAR) pre-training on the docstrings of the training modules: held-out AE/PAR
@@ -15,7 +15,7 @@
 #        table with lead-1, the PMLM row's paired bootstrap intervals against every other row
 #        (PMLM minus MLM, minus released, ...) and their reading, three example outputs.
 #
-#   bash scripts/demo.sh                                                    # 9-15 minutes, 2 CPU cores
+#   bash scripts/demo.sh                                                    # 9-24 minutes, 2 CPU cores
 #   START=scratch ARCH=unilmv2_base PRE_MINUTES=600 bash scripts/demo.sh   # PMLM from scratch (a GPU)
 #
 # Knobs (environment variables): PMLM_UPDATES (default 250; the MLM stage's too), PMLM_LR (3e-4), FT_UPDATES (500),
