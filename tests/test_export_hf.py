@@ -174,19 +174,26 @@ def test_hf_modeling_buckets_equal_the_plugins_on_minus_700_to_700():
                            relative_position_bucket(grid, buckets, distance))
 
 
-@pytest.mark.parametrize("head", ["trained head", "untrained head"])
-@pytest.mark.parametrize("fmt", export.FORMATS)
-def test_export_then_import_gives_back_the_same_checkpoint_bit_for_bit(tiny, tmp_path, fmt, head):
-    """The record of an untrained MLM head too (a source without one, as all-MiniLM-L6-v2): the export
-    has a head either way, and importing it again recorded it trained (no head warm-up after)."""
+def plugin_copy(tiny, tmp_path):
+    """tmp_path/plugin: the tiny model's files and its checkpoint state with a zero key bias (the
+    released UniLMv2 layout has none, so the s2s-ft export keeps every tensor); (dir, state)."""
     src = tmp_path / "plugin"
     os.makedirs(src)
     for f in ("dict.txt", "vocab.txt", "tokenizer_config.json"):
         (src / f).write_bytes((tiny / f).read_bytes())
     state = torch.load(tiny / "model.pt")
-    for k, v in state["model"].items():  # the released UniLMv2 layout has no key bias
+    for k, v in state["model"].items():
         if k.endswith("attn.key.bias"):
             v.zero_()
+    return src, state
+
+
+@pytest.mark.parametrize("head", ["trained head", "untrained head"])
+@pytest.mark.parametrize("fmt", export.FORMATS)
+def test_export_then_import_gives_back_the_same_checkpoint_bit_for_bit(tiny, tmp_path, fmt, head):
+    """The record of an untrained MLM head too (a source without one, as all-MiniLM-L6-v2): the export
+    has a head either way, and importing it again recorded it trained (no head warm-up after)."""
+    src, state = plugin_copy(tiny, tmp_path)
     state["model"]["lm_head_trained"].fill_(float(head == "trained head"))
     torch.save(state, src / "model.pt")
     info = export.export_checkpoint(str(src / "model.pt"), str(tmp_path / "out"), fmt=fmt)
@@ -204,14 +211,7 @@ def test_a_sequence_to_sequence_checkpoint_imports_back_as_one_with_its_lengths_
     its lengths and pseudo token."""
     from fairseq_pmlm.models.unilmv2 import UniLMv2Model
 
-    src = tmp_path / "plugin"
-    os.makedirs(src)
-    for f in ("dict.txt", "vocab.txt", "tokenizer_config.json"):
-        (src / f).write_bytes((tiny / f).read_bytes())
-    state = torch.load(tiny / "model.pt")
-    for k, v in state["model"].items():  # the released UniLMv2 layout has no key bias
-        if k.endswith("attn.key.bias"):
-            v.zero_()
+    src, state = plugin_copy(tiny, tmp_path)
     shape = TransformerShape.of(state["cfg"]["model"])
     record = {"max_source_positions": 40, "max_target_positions": 24, "pseudo_token": "mask",
               "lenpen_formula": "gnmt"}
