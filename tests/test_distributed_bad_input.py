@@ -189,5 +189,5 @@ def test_a_flag_given_twice_is_checked_at_the_value_fairseq_reads_the_last(torch
     distributed_train.check_command_line(
         ["data", "--user-dir", "fairseq_pmlm", "--ddp-backend", "pytorch_ddp", "--cpu", "--ddp-backend", "legacy_ddp"],
         env, cpu=True)
-    exits_with(["data", "--user-dir", "fairseq_pmlm", "--cpu", "--ddp-backend=legacy_ddp", "--ddp-backend", "pytorch_ddp"],
-               "--ddp-backend pytorch_ddp", "legacy_ddp")
+    exits_with(["data", "--user-dir", "fairseq_pmlm", "--cpu", "--ddp-backend=legacy_ddp",
+                "--ddp-backend", "pytorch_ddp"], "--ddp-backend pytorch_ddp", "legacy_ddp")
