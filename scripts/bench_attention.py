@@ -54,7 +54,7 @@ OTHER_OPTIONS = {
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--smoke", action="store_true",
                    help="tiny sizes on the CPU: SDPA rows, and the Triton kernel's under TRITON_INTERPRET=1")
     p.add_argument("--steps", type=int, default=10)

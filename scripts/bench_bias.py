@@ -96,7 +96,7 @@ def dispatched(call):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--smoke", action="store_true", help="tiny sizes")
     p.add_argument("--steps", type=int, default=5)
     a = p.parse_args(argv)

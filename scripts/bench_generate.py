@@ -114,7 +114,7 @@ def xsum_sample(d, a):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--source-len", type=int, default=720, help="source tokens ([SOS] and [EOS] included)")
     p.add_argument("--target-len", type=int, default=48, help="decoding steps (tokens before EOS)")
     p.add_argument("--beam", type=int, default=5)

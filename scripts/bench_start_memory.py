@@ -63,7 +63,7 @@ def run(cmd):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--lines", type=int, default=20_000_000, help="lines of the training split")
     p.add_argument("--keep", metavar="DIR", help="write (or reuse) the data-bin here and keep it")
     a = p.parse_args()

@@ -208,7 +208,7 @@ def host(s, dev, steps):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--smoke", action="store_true", help="a tiny shape in Triton's interpreter on the CPU")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--no-tiles", action="store_true", help="skip the tiles table")

@@ -85,7 +85,7 @@ def export(rev, into):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("trees", nargs="+", metavar="TREE", help="a directory holding a copy of this repository, or a "
                                                             "git revision; the first is the reference")
     p.add_argument("--rounds", type=int, default=2)

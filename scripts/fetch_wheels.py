@@ -66,7 +66,7 @@ def fetch(spec, dest, python_version):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("dest")
     p.add_argument("--python-version", default="3.12")
     p.add_argument("--have", help="the target's pip freeze, or package names, one a line")

@@ -206,8 +206,8 @@ def write(dataset, splits, tmp):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dataset", choices=sorted(FIELDS))
     p.add_argument("--from", dest="src", required=True, metavar="PATH", help="the release as you hold it")
     p.add_argument("--out", required=True, metavar="RAW", help="output directory, e.g. raw/cnndm")

@@ -1,4 +1,4 @@
-"""One GLUE task folder (the TSV files of the GLUE download) -> the binarized layout of
+r"""One GLUE task folder (the TSV files of the GLUE download) -> the binarized layout of
 fairseq's sentence_prediction task, tokenised and numbered as in pre-training:
 
     DESTDIR/input0/{train,valid}.{bin,idx}, dict.txt   sentence A (the pre-training dict.txt)
@@ -95,7 +95,7 @@ def write_split(task, rows, work, name, sp, srcdict):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", required=True, choices=sorted(TASKS))
     p.add_argument("--glue-dir", required=True,
                    help="the task's folder: train.tsv, dev.tsv (MNLI: dev_matched.tsv ...)")

@@ -54,7 +54,7 @@ def shown(example):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="score.py", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="score.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--hyp", action="append", required=True, help="hypothesis file (repeat for several systems)")
     p.add_argument("--name", action="append", help="row name for each --hyp (default: the file name)")
     p.add_argument("--ref", required=True, help="reference file")

@@ -18,7 +18,7 @@ from fairseq_pmlm.scoring.squad_eval import evaluate  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("data_file")
     p.add_argument("pred_file")
     p.add_argument("--na-prob-file", help="SQuAD 2.0: no-answer scores, for the best threshold")

@@ -69,7 +69,7 @@ def predict(checkpoint, json_path, data=None, batch_size=32, n_best=20, max_answ
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--json", required=True, help="official SQuAD JSON (dev-v1.1.json, dev-v2.0.json, ...)")
     p.add_argument("--out", required=True, help="predictions.json to write")

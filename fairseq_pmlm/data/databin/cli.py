@@ -13,7 +13,7 @@ from .prepare import _START
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--prog", default="text_to_databin", help="name used in messages")
     p.add_argument("--out", required=True, help="output directory (DEST/NAME)")
     p.add_argument("--force", action="store_true", help="replace an existing output")
