@@ -16,7 +16,7 @@ from .runtime import checkpoint_files  # noqa: F401  (installs its changes)
 from .errors import install_one_line_errors
 from . import criterions, models  # noqa: F401  (registers them)
 from .runtime import (  # noqa: F401  (install their changes)
-    batched_optimizer_loops, bert_bpe, complete_batches, fused_adam, preemption, safe_exit)
+    batched_optimizer_loops, bert_bpe, complete_batches, fused_adam, preemption, safe_exit, tpu_mode)
 from . import tasks  # noqa: F401  (registers them)
 from .scoring import rouge  # noqa: F401  (registers the scorer)
 # isort: on

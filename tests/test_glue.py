@@ -346,3 +346,26 @@ def test_a_best_checkpoint_metric_after_the_double_dash_is_what_checkpoint_best_
     report = [line for line in proc.stdout.splitlines() if line.startswith("finetune_glue: RTE valid ")]
     assert report == [report[0]] and report[0].startswith(f"finetune_glue: RTE valid (best epoch {lowest}): accuracy ")
     assert report[0].endswith(f", loss {losses[lowest]:.2f}"), (report, json.dumps(losses))
+
+
+def test_fairseqs_bf16_tpu_mode_on_the_stock_sentence_prediction_task_is_one_line(tmp_path_factory, tmp_path):
+    """--bf16 means TPU to fairseq: without torch_xla its Trainer stopped with "'NoneType' object has
+    no attribute 'xla_device'" (a traceback), for fairseq's own tasks as for the plugin's."""
+    import random
+
+    from cli import recipe as run_recipe
+    from nlu import marker_rte, pretrained
+
+    pre = pretrained(tmp_path_factory)
+    marker_rte(tmp_path / "RTE", random.Random(3), sizes=(("train", 20), ("dev", 4)))
+    prepare_glue("--task", "RTE", "--glue-dir", tmp_path / "RTE", "--spm-model", pre["spm"], "--srcdict", pre["dict"],
+                 "--destdir", tmp_path / "bin")
+    proc = run_recipe("glue/finetune_glue.sh", "--data", tmp_path / "bin", "--checkpoint", pre["checkpoint"],
+                      "--save-dir", tmp_path / "save", "--arch", "unilmv2_tiny", "--", "--cpu", "--num-workers", "0",
+                      "--max-positions", "64", "--bf16", check=False)
+    out = proc.stdout + proc.stderr  # (the recipe copies fairseq-train's two streams to its stdout and train.log)
+    assert proc.returncode != 0 and "Traceback" not in out, out[-3000:]
+    assert out.strip().splitlines()[-1] == (
+        "fairseq-train: error: --bf16 (and --memory-efficient-bf16) is fairseq's TPU mode and this machine has no "
+        "TPU (torch_xla): for bf16 on a GPU or CPU use --bf16-autocast"), out[-3000:]
+    assert not [f for f in os.listdir(tmp_path / "save") if f.endswith(".pt")]

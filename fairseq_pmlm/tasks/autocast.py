@@ -8,7 +8,6 @@ torch recommends; checkpoints hold plain fp32 weights. The weights autocast woul
 use are cast beforehand, all in one batched copy (``weights_cast_once``).
 """
 import contextlib
-import importlib.util
 from dataclasses import dataclass, field
 
 import torch
@@ -18,6 +17,7 @@ from omegaconf import II
 from omegaconf.errors import InterpolationResolutionError
 
 from ..errors import BadInput
+from ..runtime.tpu_mode import tpu_problem
 
 
 @dataclass
@@ -96,25 +96,14 @@ def _cast(tensors, dtype):
     return out
 
 
-def tpu_problem(cfg):
-    """fairseq's --bf16 (and --memory-efficient-bf16) turns on its TPU mode: without torch_xla
-    fairseq-train stopped in its Trainer with "'NoneType' object has no attribute 'xla_device'"
-    and fairseq-generate ignored it. Tasks are set up before either, so the tasks say it."""
-    try:
-        tpu = getattr(cfg, "tpu", False) is True  # a bare dataclass holds the "${common.tpu}" string
-    except InterpolationResolutionError:  # a task config made outside fairseq's whole config
-        tpu = False
-    if tpu and importlib.util.find_spec("torch_xla") is None:
-        return ("--bf16 (and --memory-efficient-bf16) is fairseq's TPU mode and this machine has no TPU "
-                "(torch_xla): for bf16 on a GPU or CPU use --bf16-autocast")
-    return None
-
-
 class BF16AutocastMixin:
     """Put first among a task's bases; its config must derive from ``AutocastConfig``."""
 
     def __init__(self, cfg, *args, **kwargs):
-        problem = tpu_problem(cfg)
+        try:  # fairseq-generate ignored --bf16: the line fairseq-train's Trainer gives (runtime/tpu_mode.py)
+            problem = tpu_problem(getattr(cfg, "tpu", False))  # a bare dataclass holds "${common.tpu}"
+        except InterpolationResolutionError:  # a task config made outside fairseq's whole config
+            problem = None
         if problem:
             raise BadInput(problem)
         super().__init__(cfg, *args, **kwargs)
