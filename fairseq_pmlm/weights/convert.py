@@ -158,7 +158,7 @@ def read_seq2seq_record(config_dict, name, max_positions):
 
     try:
         src, tgt = (record[k] for k in layouts.SEQ2SEQ_FIELDS[:2])
-        if not (isinstance(src, int) and isinstance(tgt, int) and src >= 3 and tgt >= 2 and src + tgt <= max_positions):
+        if not (type(src) is int and type(tgt) is int and src >= 3 and tgt >= 2 and src + tgt <= max_positions):
             raise ValueError(f"max_source_positions {src} + max_target_positions {tgt} do not fit the model's "
                              f"{max_positions} positions")
         if record["pseudo_token"] not in PSEUDO_TOKENS or record["lenpen_formula"] not in LENPEN_FORMULAS:
