@@ -95,7 +95,8 @@ awk -F '\t' -v n="$PAIRS" -v sep="$SEP" 'function unalias(s,  out, i) {
     "test pairs, not for each of" \
     "the $PAIRS test pairs of $DATA (were some skipped, e.g. by --skip-invalid-size-inputs-valid-test?)"
 mv "$TMP/hyp.txt" "$OUT/hyp.txt"
-tail -2 "$OUT/generate-test.txt"
+# fairseq's summary line ("Generate test with beam=..."; its log lines go to stderr, not to this file)
+awk '/^Generate [^ ]+ with beam=/' "$OUT/generate-test.txt"
 run_step python "$ROOT/scripts/score.py" --hyp "$OUT/hyp.txt" --ref "$REFS" ${SCORE[@]+"${SCORE[@]}"} > "$TMP/scores.txt"
 mv "$TMP/scores.txt" "$OUT/scores.txt"
 cat "$OUT/scores.txt"
