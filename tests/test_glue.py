@@ -317,26 +317,34 @@ def test_the_hub_encodes_a_pair_as_fine_tuning_fed_it(recipe, separator, tmp_pat
     assert hub.decode(fed) == [hub.decode(hub.encode(a)), hub.decode(hub.encode(b))]
 
 
+def marker_rte_recipe(tmp_path_factory, tmp_path, sizes, flags=(), fairseq_flags=(), check=True):
+    """finetune_glue.sh FLAGS -- FAIRSEQ_FLAGS on a marker RTE of ``sizes`` (train, dev) examples,
+    from the suite's tiny pre-trained checkpoint, on the CPU."""
+    import random
+
+    from cli import recipe as run_recipe
+    from nlu import marker_rte, pretrained
+
+    pre = pretrained(tmp_path_factory)
+    marker_rte(tmp_path / "RTE", random.Random(3), sizes=(("train", sizes[0]), ("dev", sizes[1])))
+    prepare_glue("--task", "RTE", "--glue-dir", tmp_path / "RTE", "--spm-model", pre["spm"], "--srcdict", pre["dict"],
+                 "--destdir", tmp_path / "bin")
+    return run_recipe("glue/finetune_glue.sh", "--data", tmp_path / "bin", "--checkpoint", pre["checkpoint"],
+                      "--save-dir", tmp_path / "save", "--arch", "unilmv2_tiny", *flags, "--", "--cpu",
+                      "--num-workers", "0", "--max-positions", "64", *fairseq_flags, check=check)
+
+
 def test_a_best_checkpoint_metric_after_the_double_dash_is_what_checkpoint_best_and_the_report_follow(
         tmp_path_factory, tmp_path):
     """-- --best-checkpoint-metric loss: the recipe still passed --maximize-best-checkpoint-metric (so
     checkpoint_best.pt kept the epoch of the highest dev loss) and reported the epoch of the best
     accuracy, which no checkpoint held."""
     import json
-    import random
 
-    from cli import recipe as run_recipe
     from cli import records
-    from nlu import marker_rte, pretrained
 
-    pre = pretrained(tmp_path_factory)
-    marker_rte(tmp_path / "RTE", random.Random(3), sizes=(("train", 200), ("dev", 40)))
-    prepare_glue("--task", "RTE", "--glue-dir", tmp_path / "RTE", "--spm-model", pre["spm"], "--srcdict", pre["dict"],
-                 "--destdir", tmp_path / "bin")
-    proc = run_recipe("glue/finetune_glue.sh", "--data", tmp_path / "bin", "--checkpoint", pre["checkpoint"],
-                      "--save-dir", tmp_path / "save", "--arch", "unilmv2_tiny", "--lr", "1e-3", "--batch-size", "16",
-                      "--epochs", "4", "--", "--cpu", "--num-workers", "0", "--max-positions", "64",
-                      "--best-checkpoint-metric", "loss")
+    proc = marker_rte_recipe(tmp_path_factory, tmp_path, (200, 40), ("--lr", "1e-3", "--batch-size", "16",
+                             "--epochs", "4"), ("--best-checkpoint-metric", "loss"))
     valid = records(proc, "valid")
     losses = {int(r["epoch"]): float(r["valid_loss"]) for r in valid}
     lowest = max(losses, key=lambda e: (-losses[e], e))  # fairseq replaces the best on a tie
@@ -351,18 +359,7 @@ def test_a_best_checkpoint_metric_after_the_double_dash_is_what_checkpoint_best_
 def test_fairseqs_bf16_tpu_mode_on_the_stock_sentence_prediction_task_is_one_line(tmp_path_factory, tmp_path):
     """--bf16 means TPU to fairseq: without torch_xla its Trainer stopped with "'NoneType' object has
     no attribute 'xla_device'" (a traceback), for fairseq's own tasks as for the plugin's."""
-    import random
-
-    from cli import recipe as run_recipe
-    from nlu import marker_rte, pretrained
-
-    pre = pretrained(tmp_path_factory)
-    marker_rte(tmp_path / "RTE", random.Random(3), sizes=(("train", 20), ("dev", 4)))
-    prepare_glue("--task", "RTE", "--glue-dir", tmp_path / "RTE", "--spm-model", pre["spm"], "--srcdict", pre["dict"],
-                 "--destdir", tmp_path / "bin")
-    proc = run_recipe("glue/finetune_glue.sh", "--data", tmp_path / "bin", "--checkpoint", pre["checkpoint"],
-                      "--save-dir", tmp_path / "save", "--arch", "unilmv2_tiny", "--", "--cpu", "--num-workers", "0",
-                      "--max-positions", "64", "--bf16", check=False)
+    proc = marker_rte_recipe(tmp_path_factory, tmp_path, (20, 4), fairseq_flags=("--bf16",), check=False)
     out = proc.stdout + proc.stderr  # (the recipe copies fairseq-train's two streams to its stdout and train.log)
     assert proc.returncode != 0 and "Traceback" not in out, out[-3000:]
     assert out.strip().splitlines()[-1] == (
