@@ -95,8 +95,12 @@ awk -F '\t' -v n="$PAIRS" -v sep="$SEP" 'function unalias(s,  out, i) {
     "test pairs, not for each of" \
     "the $PAIRS test pairs of $DATA (were some skipped, e.g. by --skip-invalid-size-inputs-valid-test?)"
 mv "$TMP/hyp.txt" "$OUT/hyp.txt"
-# fairseq's summary line ("Generate test with beam=..."; its log lines go to stderr, not to this file)
+# fairseq's summary line ("Generate test with beam=..."; its log lines go to stderr, not to this file):
+# it scores the binarized references, where a piece the dictionary lacks is <unk>, so it can differ
+# from score.py's table of --refs as written
+echo "fairseq-generate's own score (of the binarized references: <unk> where the dictionary lacks a piece):"
 awk '/^Generate [^ ]+ with beam=/' "$OUT/generate-test.txt"
+echo "score.py on --refs as written:"
 run_step python "$ROOT/scripts/score.py" --hyp "$OUT/hyp.txt" --ref "$REFS" ${SCORE[@]+"${SCORE[@]}"} > "$TMP/scores.txt"
 mv "$TMP/scores.txt" "$OUT/scores.txt"
 cat "$OUT/scores.txt"
