@@ -20,14 +20,18 @@ device (syncs by the fairseq or plugin line that asked), written to FILE.
 attention path; triton: the shared context block by the Triton kernel; both: the default rows plus
 flex rows; auto+triton: the default rows plus triton rows, measured in the same rounds).
 ``--compile``: also the PMLM rows with ``--compile-layers`` (each layer through torch.compile).
+``--ceiling``: also roberta, PMLM AE+PAR and AE (fp16) with attention replaced by a copy of the
+values (SDPA's call made free, the relative bias still built): what the rest of an update costs,
+so the most that attention work alone can give against roberta's full update.
 ``--rounds N``: the four rows the targets compare (roberta, AE+PAR fp16 and bf16, AE) measured N
 times in turn: a row's time is the median, a ratio the median of the rounds' own ratios, with their
 range (one row alone moves by several percent between runs on one machine).
 
     python scripts/bench_gpu.py [--smoke] [--peak-tflops 989] [--profile FILE] [--attention both] [--compile]
-                                [--rounds 3]
+                                [--ceiling] [--rounds 3]
 """
 import argparse
+import contextlib
 import os
 import platform
 import shutil
@@ -43,6 +47,7 @@ with interruptible():
     import bench_generate
     import bench_pretrain
     import torch
+    import torch.nn.functional as F
     from bench_gpu_profile import profile_update
     from bench_pretrain import REPO
 
@@ -90,6 +95,23 @@ def attention_ran(calls_before):
     failed = [f"{path} failed: {type(e).__name__}" for path, e in
               (("flex", flex_attention.failure()), ("triton", toeplitz_attention.failure())) if e is not None]
     return "SDPA" + (f" ({', '.join(failed)})" if failed else "")
+
+
+@contextlib.contextmanager
+def attention_free():
+    """``F.scaled_dot_product_attention`` replaced by a copy of the values (the queries' rows of V),
+    for fairseq's MultiheadAttention (roberta) and the plugin's SDPA path alike: an update then costs
+    what it does besides attention. A diagnostic only: the model learns nothing sensible so."""
+    sdpa = F.scaled_dot_product_attention
+
+    def copy_values(q, k, v, *args, **kwargs):
+        return v[..., :q.shape[-2], :].clone()
+
+    F.scaled_dot_product_attention = copy_values
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = sdpa
 
 
 def device_info(peak_tflops):
@@ -347,6 +369,22 @@ def pretraining_rows(a, s, work, device, peak):
              rounds_ratio(5, 4, "its fp16 row's (target >= 1); ") + rounds_ratio(5, 2, "the default path's")),
             (row_name("PMLM AE only", tae, False), "fp16", tae,
              rounds_ratio(6, 0, "roberta's sequences/s (target >= 1.2); ") + rounds_ratio(6, 3, "the default path's"))]
+    ceiling = []
+    if a.ceiling:  # the rest of each update: attention made free (its calls copy the values)
+        with attention_free():
+            free = [measure(f"{label}, attention a copy", argv + precision_args["fp16"], batch, s["steps"])
+                    for label, argv, batch in (("roberta_base fp16", roberta, roberta_batch),
+                                               ("PMLM AE+PAR fp16", pmlm_args("ae+par") + attention_args("sdpa"),
+                                                pmlm_batch),
+                                               ("PMLM AE fp16", pmlm_args("ae") + attention_args("sdpa"),
+                                                pmlm_batch))]
+        names = ("fairseq roberta_base masked_lm", "PMLM AE+PAR", "PMLM AE only")
+        full = (rob, fp16, ae)
+        ceiling = [(f"{n}, attention a copy of the values (the rest of the update)", "fp16", m,
+                    f"attention costs {1000 * (f['sec'] - m['sec']):.1f} ms of the full row's "
+                    f"{1000 * f['sec']:.1f}" + ("" if i == 0 else
+                                              f"; at most {m['seqs'] / rob['seqs']:.2f}x roberta's full row"))
+                   for i, (n, m, f) in enumerate(zip(names, free, full))]
     flex_asked = main == "flex"
     return [
         ("fairseq roberta_base masked_lm", "fp16", rob, "reference for the pre-training rows"),
@@ -358,7 +396,7 @@ def pretraining_rows(a, s, work, device, peak):
          rounds_ratio(3, 0, "roberta's sequences/s (target >= 1.2)")),
         (f"naive: one cloze instance per factorization step ({per_example:.1f} per example), {nv['attention']} "
          "attention", "fp16", nv, speedup("PMLM fp16", fp16["seqs"] / nv["seqs"])),
-    ] + triton_rows + flex + compiled
+    ] + triton_rows + flex + compiled + ceiling
 
 
 def speedup(name, ratio):
@@ -450,6 +488,9 @@ def main(argv=None):
     p.add_argument("--compile", action="store_true",
                    help="also the PMLM rows with --compile-layers (torch.compile of each layer; --profile: also "
                         "its update)")
+    p.add_argument("--ceiling", action="store_true",
+                   help="also roberta, PMLM AE+PAR and AE (fp16) with attention a copy of the values: the rest of "
+                        "an update, so the most attention work alone can give")
     p.add_argument("--rounds", type=int, default=1,
                    help="measure roberta, PMLM AE+PAR fp16 and bf16 and AE this many times in turn; each row "
                         "shows the median time and each ratio the median of the rounds' ratios with their range")

@@ -4,7 +4,7 @@
 # markdown table (device, commit, ratios) for docs/BENCHMARKS.md. The work is scripts/bench_gpu.py.
 #
 #   bash scripts/bench_gpu.sh [--wheels DIR] [--smoke] [--peak-tflops N] [--profile FILE] [--attention A] [--compile]
-#                             [--rounds N] [--log FILE]
+#                             [--ceiling] [--rounds N] [--log FILE]
 #
 # Environment: the python on PATH if it imports torch and fairseq_pmlm; else .venv is set up by
 # scripts/setup_env.sh (needs a package index), or, with --wheels DIR, on a machine without one
@@ -23,8 +23,9 @@ set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
 declare -A FLAGS=([--wheels]=WHEELS [--smoke]=SMOKE:switch [--peak-tflops]=PEAK [--profile]=PROFILE
-                  [--attention]=ATTENTION [--compile]=COMPILE:switch [--rounds]=ROUNDS [--log]=LOG)
-WHEELS='' SMOKE='' PEAK='' PROFILE='' ATTENTION='' COMPILE='' ROUNDS='' LOG=''
+                  [--attention]=ATTENTION [--compile]=COMPILE:switch [--ceiling]=CEILING:switch [--rounds]=ROUNDS
+                  [--log]=LOG)
+WHEELS='' SMOKE='' PEAK='' PROFILE='' ATTENTION='' COMPILE='' CEILING='' ROUNDS='' LOG=''
 parse_flags "$@"
 args=()
 if [ -n "$SMOKE" ]; then args+=(--smoke); fi
@@ -32,6 +33,7 @@ if [ -n "$PEAK" ]; then args+=(--peak-tflops "$PEAK"); fi
 if [ -n "$PROFILE" ]; then args+=(--profile "$(abs_path "$PROFILE")"); fi
 if [ -n "$ATTENTION" ]; then args+=(--attention "$ATTENTION"); fi
 if [ -n "$COMPILE" ]; then args+=(--compile); fi
+if [ -n "$CEILING" ]; then args+=(--ceiling); fi
 if [ -n "$ROUNDS" ]; then
   [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer: $ROUNDS"
   args+=(--rounds "$ROUNDS")

@@ -440,3 +440,38 @@ def test_rounds_give_each_row_its_median_time_and_each_ratio_the_median_of_the_r
     assert bench_gpu.speedup("PMLM fp16", 0.2) == "PMLM fp16 is 5.0x slower"
     with pytest.raises(SystemExit):
         bench_gpu.main(["--smoke", "--rounds", "0"])
+
+
+def test_ceiling_makes_every_attention_call_a_copy_of_the_values_and_puts_sdpa_back(monkeypatch):
+    """--ceiling times an update whose attention is free: fairseq's MultiheadAttention (roberta)
+    and the plugin's SDPA path (the context and appended blocks) must both go through the
+    replaced function, and SDPA must be itself again after it."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from fairseq.modules import MultiheadAttention
+
+    from helpers import collate, example, hidden, make_dictionary, random_context, tiny_transformer
+
+    monkeypatch.syspath_prepend(os.path.join(REPO, "scripts"))
+    import bench_gpu
+
+    sdpa = F.scaled_dot_product_attention
+    mha = MultiheadAttention(8, 2, self_attention=True).eval()
+    x = torch.randn(5, 3, 8)  # T x B x C
+    d = make_dictionary()
+    ctx = random_context(np.random.default_rng(0), d, 9, 7)
+    net_input = collate([example(1, *ctx, d)], d)["net_input"]
+    model = tiny_transformer(len(d))
+    calls = []
+    with bench_gpu.attention_free():
+        free = F.scaled_dot_product_attention
+        monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or free(*a, **k))
+        with torch.no_grad():
+            y, _ = mha(x, x, x, need_weights=False)
+            assert torch.allclose(y, mha.out_proj(mha.v_proj(x)), atol=1e-6)  # attention = the values
+            roberta_calls = len(calls)
+            hidden(model, net_input)
+        monkeypatch.setattr(F, "scaled_dot_product_attention", free)
+    assert roberta_calls == 1 and len(calls) - roberta_calls >= 2 * 2  # 2 layers x (context, appended)
+    assert F.scaled_dot_product_attention is sdpa
