@@ -464,14 +464,16 @@ def test_ceiling_makes_every_attention_call_a_copy_of_the_values_and_puts_sdpa_b
     net_input = collate([example(1, *ctx, d)], d)["net_input"]
     model = tiny_transformer(len(d))
     calls = []
-    with bench_gpu.attention_free():
-        free = F.scaled_dot_product_attention
-        monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or free(*a, **k))
-        with torch.no_grad():
-            y, _ = mha(x, x, x, need_weights=False)
-            assert torch.allclose(y, mha.out_proj(mha.v_proj(x)), atol=1e-6)  # attention = the values
-            roberta_calls = len(calls)
-            hidden(model, net_input)
-        monkeypatch.setattr(F, "scaled_dot_product_attention", free)
+    try:
+        with bench_gpu.attention_free():
+            free = F.scaled_dot_product_attention
+            F.scaled_dot_product_attention = lambda *a, **k: calls.append(1) or free(*a, **k)  # (counted)
+            with torch.no_grad():
+                y, _ = mha(x, x, x, need_weights=False)
+                assert torch.allclose(y, mha.out_proj(mha.v_proj(x)), atol=1e-6)  # attention = the values
+                roberta_calls = len(calls)
+                hidden(model, net_input)
+        assert F.scaled_dot_product_attention is sdpa  # restored, whatever it was inside
+    finally:
+        F.scaled_dot_product_attention = sdpa  # (a failing check must not leave a copy for the next test)
     assert roberta_calls == 1 and len(calls) - roberta_calls >= 2 * 2  # 2 layers x (context, appended)
-    assert F.scaled_dot_product_attention is sdpa
