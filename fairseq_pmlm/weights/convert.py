@@ -161,13 +161,14 @@ def read_seq2seq_record(config_dict, name, max_positions):
         if not (type(src) is int and type(tgt) is int and src >= 3 and tgt >= 2 and src + tgt <= max_positions):
             raise ValueError(f"max_source_positions {src} + max_target_positions {tgt} do not fit the model's "
                              f"{max_positions} positions")
-        if record["pseudo_token"] not in PSEUDO_TOKENS or record["lenpen_formula"] not in LENPEN_FORMULAS:
-            raise ValueError(f"pseudo_token {record['pseudo_token']!r} or lenpen_formula {record['lenpen_formula']!r} "
+        lenpen = record.get("lenpen_formula")  # (none: a checkpoint from before the option, the task's default)
+        if record["pseudo_token"] not in PSEUDO_TOKENS or lenpen not in (None, *LENPEN_FORMULAS):
+            raise ValueError(f"pseudo_token {record['pseudo_token']!r} or lenpen_formula {lenpen!r} "
                              f"is not one of {sorted(PSEUDO_TOKENS)} / {sorted(LENPEN_FORMULAS)}")
-    except (TypeError, KeyError, ValueError) as e:
-        what = f"no {e}" if isinstance(e, KeyError) else str(e)
+    except (TypeError, KeyError, ValueError, AttributeError) as e:
+        what = f"no {e}" if isinstance(e, KeyError) else "not an object" if isinstance(e, AttributeError) else str(e)
         raise ConversionError(f"{name}: {layouts.SEQ2SEQ_KEY}: {what}") from None
-    return {k: record[k] for k in layouts.SEQ2SEQ_FIELDS}
+    return {k: record[k] for k in layouts.SEQ2SEQ_FIELDS if k in record}
 
 
 def add_zero_rel_table(tensors, shape, buckets, distance):

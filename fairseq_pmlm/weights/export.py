@@ -229,7 +229,7 @@ def export_checkpoint(ckpt_path, out_dir, dict_path=None, original_vocab=None, f
             "max_source_positions": int(task_cfg["max_source_positions"]),
             "max_target_positions": int(task_cfg["max_target_positions"]),
             "pseudo_token": "mask" if swap_pseudo else str(model_cfg.pseudo_token),  # what the decoder feeds
-            "lenpen_formula": str(task_cfg.get("lenpen_formula") or "fairseq")}
+            **({"lenpen_formula": str(task_cfg["lenpen_formula"])} if task_cfg.get("lenpen_formula") else {})}
     if not config[layouts.HEAD_TRAINED_KEY]:
         notes.append("the MLM head is untrained (the converted source had none): its logits mean nothing until "
                      f"pre-training trains it (config.json: {layouts.HEAD_TRAINED_KEY} false)")
