@@ -358,8 +358,8 @@ def test_keep_pieces_of_a_file_that_is_not_utf8_names_the_file_and_line(tiny, tm
     export.export_checkpoint(str(tiny / "model.pt"), str(tmp_path / "hf"))
     assert convert.main(["import", str(tmp_path / "hf"), str(tmp_path / "out"), "--keep-pieces-of", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"convert_checkpoint.py: error: --keep-pieces-of: {bad} line 3 is not UTF-8 (byte 0xe9): "
-                   "give UTF-8 text"]
+    assert err == [f"convert_checkpoint.py: error: --keep-pieces-of: {bad} line 3: not UTF-8 text (byte 0xe9 at "
+                   "byte 4 of the line)"]
     assert not (tmp_path / "out").exists()
 
 

@@ -1,7 +1,8 @@
 """The lines of a one-example-a-line file, as every command counts them: a line ends at ``\\n``
 only (a CRLF's ``\\r`` is dropped) and a last line without a newline counts. The data-bin engine
-(``data/databin/reading.py``), ``scripts/score.py``, ``generate.sh`` (``awk``'s ``NR``) and the
-ablation driver's ``--refs`` check read a file the same way."""
+(``data/databin/reading.py``), ``scripts/score.py``, ``generate.sh`` (``awk``'s ``NR``), the
+ablation driver's ``--refs`` check and ``convert_checkpoint.py``'s ``--keep-pieces-of`` read a file
+the same way."""
 from ..errors import BadInput
 
 

@@ -36,9 +36,11 @@ from dataclasses import asdict, replace
 import torch
 
 from ..data.pmlm_dictionary import load_pmlm_dictionary
+from ..errors import BadInput
 from ..runtime.interrupts import one_line_exit
 from ..symbols import separator_symbol
 from ..text import tokenizer_files, vocab
+from ..text.lines import read_lines
 from ..text.token_ids import encode_sentences
 from . import checkpoint, layouts, released, s2sft
 from .export import FORMATS, export_checkpoint
@@ -228,19 +230,14 @@ def used_vocab_rows(tokens, cased, texts):
 
 
 def read_text_lines(path):
-    """The lines of a UTF-8 text file for --keep-pieces-of; a one-line error naming the file and
-    the first line that is not UTF-8."""
+    """The lines of a text file for --keep-pieces-of, as every command reads them (``text/lines.py``);
+    a one-line error naming the flag, the file and the first line that is not UTF-8."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        return read_lines(path)
     except OSError as e:
         raise ConversionError(f"--keep-pieces-of: cannot read {path}: {e.strerror}") from None
-    try:
-        return raw.decode("utf-8").splitlines()
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise ConversionError(f"--keep-pieces-of: {path} line {line} is not UTF-8 "
-                              f"(byte 0x{raw[e.start]:02x}): give UTF-8 text") from None
+    except BadInput as e:
+        raise ConversionError(f"--keep-pieces-of: {e}") from None
 
 
 def import_checkpoint(src, out_dir, weights=None, config=None, vocab_file=None, arch=None, cased=None,
