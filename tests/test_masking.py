@@ -323,6 +323,26 @@ def test_an_example_is_a_function_of_seed_epoch_and_index(d):
     assert sum(not torch.equal(first[i]["positions"], other_seed[i]["positions"]) for i in range(n)) >= 0.9 * n
 
 
+def test_ae_par_and_ae_plus_par_corrupt_the_same_context_positions_for_one_seed_epoch_and_index(d):
+    """The objective ablation compares objectives on paired draws: for one seed, epoch and index,
+    AE, PAR and AE+PAR mask the same blocks with the same corruption, and differ only in what is
+    appended and which cells carry a loss (AE's targets are the blocks PAR's [P] tokens predict)."""
+    lines = long_documents(np.random.default_rng(8), d, 6)
+    runs = {o: make_dataset(lines, d, tokens_per_sample=128, objective=o, seed=5) for o in ("ae", "par", "ae+par")}
+    n = len(runs["ae"])
+    assert n >= 20
+    for epoch in (1, 3):
+        for ds in runs.values():
+            ds.set_epoch(epoch)
+        for i in range(n):
+            ae, par, both = (runs[o][i] for o in ("ae", "par", "ae+par"))
+            context = [e["tokens"][e["kinds"] == CONTEXT] for e in (ae, par, both)]
+            assert torch.equal(context[0], context[1]) and torch.equal(context[0], context[2])
+            masked = (ae["target"] != d.pad()).nonzero().flatten().tolist()
+            assert masked == (both["target"][both["kinds"] == CONTEXT] != d.pad()).nonzero().flatten().tolist()
+            assert steps_of(par) == steps_of(both) and sorted(p for b in steps_of(par) for p in b) == masked
+
+
 def chunks_of(pieces, offsets):
     return [pieces[offsets[i] : offsets[i + 1]].tolist() for i in range(len(offsets) - 1)]
 
