@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from fairseq_pmlm.data.databin.cli import main as text_to_databin
+from fairseq_pmlm.runtime import checkpoint_files
 from fairseq_pmlm.symbols import SENTENCE_SEP
 
 import cli
@@ -122,6 +123,7 @@ def test_the_separator_is_one_token_of_its_own_row_in_the_sentencepiece_path(raw
 def test_finetune_and_generate_with_the_cnndm_preset_print_the_papers_rouge_table(chain):
     tmp, data, done = chain
     assert "s2s/finetune: cnndm on" in done["finetune"].stdout and " 3 updates of 8," in done["finetune"].stdout
+    assert checkpoint_files.read(tmp / "save" / "checkpoint_last.pt")["cfg"]["task"]["pseudo_draw"] is True  # preset
     hyps = (tmp / "gen" / "hyp.txt").read_text().splitlines()
     assert len(hyps) == len(data["test"])
     table = (tmp / "gen" / "scores.txt").read_text()

@@ -43,6 +43,7 @@ def test_the_finetuning_configs_train_seq2seq_from_a_checkpoint(tmp_path_factory
                       "dataset.batch_size=8")
     assert cfg["task"]["_name"] == "pmlm_seq2seq" and cfg["criterion"]["label_smoothing"] == 0.1
     assert (cfg["task"]["max_source_positions"], cfg["task"]["max_target_positions"]) == (source, target)
+    assert cfg["task"]["pseudo_draw"] is True  # as the preset finetune.sh runs
 
 
 @pytest.mark.parametrize("doc,configs", [

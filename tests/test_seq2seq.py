@@ -485,6 +485,65 @@ def test_word_drop_corrupts_target_inputs_80_10_10_never_the_start_symbol_and_al
     assert not torch.equal(dropping.collater(samples)["net_input"]["prev_output_tokens"], got)
 
 
+def test_pseudo_draw_feeds_each_p_a_draw_of_its_target_and_a_dropped_input_that_same_draw(tmp_path):
+    """--pseudo-draw (s2s-ft's pseudo-masking): the [P] predicting target t is fed the pseudo token
+    (PAD in the batch: the decoder puts it in) 80% of the time, a random ordinary token 10%, target t
+    itself 10%; the input holding target t, when dropped, takes that same draw ([MASK] for the pseudo
+    token). Training split only."""
+    from fairseq.data import ListDataset
+
+    from fairseq_pmlm.symbols import MASK_SYMBOL
+
+    task = seq2seq_task(tmp_path, pseudo_draw=True, target_mask_prob=0.5)
+    d, rng, n = task.dictionary, np.random.default_rng(0), 64
+    lines = {s: ([torch.tensor([d.bos(), 5, 6, d.eos()])] * n,
+                 [torch.tensor(rng.integers(d.nspecial, d.nspecial + 100, int(rng.integers(20, 40))).tolist()
+                               + [d.eos()]) for _ in range(n)]) for s in ("train", "valid")}
+    task._side = lambda split, lang: ListDataset(lines[split][lang == task.cfg.target_lang],
+                                                 np.array([len(t) for t in lines[split][lang == task.cfg.target_lang]]))
+    task.load_dataset("train")
+    task.load_dataset("valid")
+    ds = task.datasets["train"]
+    batch = ds.collater([ds[i] for i in range(n)])
+    assert "pseudo_tokens" not in task.datasets["valid"].collater([task.datasets["valid"][i] for i in range(n)])[
+        "net_input"]
+    target, draw = batch["target"], batch["net_input"]["pseudo_tokens"]
+    got = batch["net_input"]["prev_output_tokens"]
+    was = data_utils.collate_tokens([lines["train"][1][i] for i in batch["id"].tolist()], d.pad(), d.eos(),
+                                    move_eos_to_beginning=True)
+    real = target.ne(d.pad())
+    assert torch.equal(draw[~real], target[~real])  # padding stays padding
+    n_real = int(real.sum())
+    as_pseudo, as_itself = draw[real].eq(d.pad()), draw[real].eq(target[real])
+    assert abs(int(as_pseudo.sum()) / n_real - 0.8) < 0.03 and abs(int(as_itself.sum()) / n_real - 0.1) < 0.03
+    assert set(draw[real][~as_pseudo & ~as_itself].tolist()) <= set(range(d.nspecial, d.nspecial + 100))
+    own = torch.cat([torch.full_like(draw[:, :1], d.pad()), draw[:, :-1]], 1)  # input j is target j - 1
+    own = own.masked_fill(own.eq(d.pad()), d.index(MASK_SYMBOL))
+    inputs = was.ne(d.pad())
+    inputs[:, 0] = False
+    assert torch.equal(got[~inputs], was[~inputs])  # the start symbol and padding untouched
+    assert bool(((got == was) | (got == own))[inputs].all())  # a dropped input is its [P]'s draw
+    dropped = int(((got == own) & (own != was))[inputs].sum()) / int(((own != was) & inputs).sum())
+    assert abs(dropped - 0.5) < 0.05
+
+
+def test_a_p_fed_a_token_changes_only_its_own_prediction_and_the_pseudo_token_changes_nothing(rng):
+    """The decoder reads --pseudo-draw's inputs: PAD there is the pseudo token (the same logits
+    bit for bit as without them); a [P] fed a word changes its own prediction and no other (no
+    other query sees a [P])."""
+    d = make_dictionary()
+    model = tiny_model(d)
+    src, lens, prev, tgt = random_pairs(d, rng)
+    with torch.no_grad():
+        plain = model(src, src_lengths=lens, prev_output_tokens=prev)[0]
+        draws = torch.full_like(tgt, d.pad())
+        assert torch.equal(model(src, src_lengths=lens, prev_output_tokens=prev, pseudo_tokens=draws)[0], plain)
+        draws[1, 2] = tgt[1, 2]
+        fed = model(src, src_lengths=lens, prev_output_tokens=prev, pseudo_tokens=draws)[0]
+    moved = (fed - plain).abs().amax(-1) > 0
+    assert moved[1, 2] and int(moved.sum()) == 1
+
+
 def test_source_plus_target_over_the_positions_is_a_clear_error(tmp_path):
     task = seq2seq_task(tmp_path, max_source_positions=480, max_target_positions=48)
     cfg = OmegaConf.structured(UniLMv2Config(_name="unilmv2", encoder_layers=1, encoder_embed_dim=16,

@@ -92,16 +92,19 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
             )
         return pos
 
-    def forward(self, prev_output_tokens, encoder_out, incremental_state=None, features_only=False, **kwargs):
+    def forward(self, prev_output_tokens, encoder_out, incremental_state=None, features_only=False,
+                pseudo_tokens=None, **kwargs):
+        """``pseudo_tokens`` (teacher forcing; the task's --pseudo-draw): what each [P] is fed, PAD
+        where the pseudo token itself; None: the pseudo token everywhere."""
         if incremental_state is not None:
             x = self._step(prev_output_tokens, encoder_out, incremental_state)
         else:
-            x = self._teacher_forced(prev_output_tokens, encoder_out)
+            x = self._teacher_forced(prev_output_tokens, encoder_out, pseudo_tokens)
         if features_only:
             return x, {"attn": [None]}
         return self.transformer.lm_head(x), {"attn": [None]}
 
-    def _teacher_forced(self, prev, encoder_out):
+    def _teacher_forced(self, prev, encoder_out, pseudo_tokens=None):
         B, T = prev.shape
         src_len = encoder_out["src_len"][0]
         tgt = prev[:, 1:]
@@ -109,7 +112,9 @@ class UniLMv2Decoder(FairseqIncrementalDecoder):
         p_kinds = torch.where(prev.ne(self.pad), PSEUDO, PAD)  # a [P] per target to predict
         steps = torch.arange(1, T + 1, device=prev.device).expand(B, T)
         positions = self._positions(src_len, torch.arange(T, device=prev.device))
-        tokens = torch.cat([tgt, torch.full_like(prev, self.pseudo_idx)], 1)
+        fed = (torch.full_like(prev, self.pseudo_idx) if pseudo_tokens is None
+               else pseudo_tokens.masked_fill(pseudo_tokens.eq(self.pad), self.pseudo_idx))
+        tokens = torch.cat([tgt, fed], 1)
         kinds = torch.cat([tgt_kinds, p_kinds], 1)
         # the [P]s' final states alone: the target tokens' last layer computes their keys and values only
         return self.transformer(

@@ -200,7 +200,7 @@ class UniLMv2Model(BaseFairseqModel):
 
     def forward(self, src_tokens, positions=None, segments=None, kinds=None, steps=None, prefix_len=None,
                 masked_tokens=None, features_only=False, prev_output_tokens=None, src_lengths=None,
-                classification_head_name=None, span_head_name=None, **kwargs):
+                classification_head_name=None, span_head_name=None, pseudo_tokens=None, **kwargs):
         """Pre-training batches (``kinds``/``steps`` given): hidden states, or LM logits only
         where ``masked_tokens`` is True (a bool [B, T], as fairseq's; or its ``ReadCells``, which
         the pmlm criterion makes in the one device sync of its forward), in B x T order: then the
@@ -211,7 +211,8 @@ class UniLMv2Model(BaseFairseqModel):
         sentence_prediction gives): with ``classification_head_name`` that head's output on
         [SOS]; with ``span_head_name`` that head's (start, end) logits; else hidden states."""
         if prev_output_tokens is not None:
-            return self.decoder(prev_output_tokens, self.encoder(src_tokens, src_lengths), features_only=features_only)
+            return self.decoder(prev_output_tokens, self.encoder(src_tokens, src_lengths), features_only=features_only,
+                                pseudo_tokens=pseudo_tokens)
         if kinds is None:
             positions, segments, kinds, steps = nlu_layout(src_tokens, self.pad, self.eos)
             segments = segments.clamp(max=self.cfg.type_vocab_size - 1)

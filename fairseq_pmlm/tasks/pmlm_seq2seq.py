@@ -78,6 +78,13 @@ class PMLMSeq2SeqConfig(AutocastConfig):
         default=0.5, metadata={"help": "probability of corrupting each target input token (s2s-ft word drop; "
                                        "80% [MASK], 10% random, 10% kept)"}
     )
+    pseudo_draw: bool = field(
+        default=False, metadata={"help": "training: feed each [P] a draw of the target token it predicts "
+                                         "(80% the pseudo token, 10% a random token, 10% the token itself) "
+                                         "and give a dropped target input (--target-mask-prob) that same "
+                                         "draw, as s2s-ft's pseudo-masking does; off: every [P] is the "
+                                         "pseudo token and a dropped input draws its own"}
+    )
     lenpen_formula: ChoiceEnum(LENPEN_FORMULAS) = field(
         default="fairseq", metadata={"help": "generation: divide a hypothesis' score by len ** lenpen (fairseq) "
                                              "or by ((5 + len) / 6) ** lenpen (gnmt: s2s-ft and the paper)"}
@@ -87,16 +94,19 @@ class PMLMSeq2SeqConfig(AutocastConfig):
 
 class WordDropPairDataset(LanguagePairDataset):
     """LanguagePairDataset that corrupts the target *inputs* (``prev_output_tokens``) with
-    s2s-ft's word drop (the targets stay intact) and skips the pairs with an empty side of the
+    s2s-ft's word drop (the targets stay intact), with ``pseudo_draw`` also gives the [P]s their
+    draws (``pseudo_tokens``), and skips the pairs with an empty side of the
     training and validation splits, counted in the log. A test split keeps every pair, so that
     fairseq-generate writes one hypothesis per reference line: an empty source is decoded from
     ``[SOS] [EOS]``, an empty reference simply scores 0."""
 
-    def __init__(self, *args, empty=None, drop_prob=0.0, mask_idx=None, seed=1, split="train", **kwargs):
+    def __init__(self, *args, empty=None, drop_prob=0.0, pseudo_draw=False, mask_idx=None, seed=1, split="train",
+                 **kwargs):
         """``empty``: bool per pair, True where the source or the target line had no token."""
         super().__init__(*args, **kwargs)
         self.empty = np.zeros(len(self), dtype=bool) if empty is None else empty
-        self.drop_prob, self.mask_idx, self.seed, self.split = drop_prob, mask_idx, seed, split
+        self.drop_prob, self.pseudo_draw, self.mask_idx, self.seed, self.split = (
+            drop_prob, pseudo_draw, mask_idx, seed, split)
         self.epoch = 1
         self.random_candidates = random_token_candidates(self.tgt_dict)
 
@@ -108,7 +118,7 @@ class WordDropPairDataset(LanguagePairDataset):
     def can_reuse_epoch_itr_across_epochs(self):
         # the word drop draws from the epoch: a reused iterator keeps its loader workers, whose copy
         # of the dataset stays at the epoch they started in (the resumed one, for a rerun)
-        return not self.drop_prob
+        return not (self.drop_prob or self.pseudo_draw)
 
     def ordered_indices(self):
         # fairseq makes the batches once, when a run builds its iterator, with numpy seeded by
@@ -122,15 +132,32 @@ class WordDropPairDataset(LanguagePairDataset):
 
     def collater(self, samples, pad_to_length=None):
         batch = super().collater(samples, pad_to_length)
-        if self.drop_prob > 0 and batch and "prev_output_tokens" in batch["net_input"]:
-            prev = batch["net_input"]["prev_output_tokens"].numpy()
-            # a function of (seed, epoch, the batch's first ids): a resumed run drops the same words
-            rng = np.random.default_rng([self.seed, self.epoch, *batch["id"].tolist()[:4]])
-            real = prev != self.tgt_dict.pad()
-            real[:, 0] = False  # the start symbol is not fed to the model
+        if not (self.drop_prob > 0 or self.pseudo_draw) or not batch or "prev_output_tokens" not in batch["net_input"]:
+            return batch
+        pad, net_input = self.tgt_dict.pad(), batch["net_input"]
+        prev = net_input["prev_output_tokens"].numpy()
+        # a function of (seed, epoch, the batch's first ids): a resumed run drops the same words
+        rng = np.random.default_rng([self.seed, self.epoch, *batch["id"].tolist()[:4]])
+        real = prev != pad
+        real[:, 0] = False  # the start symbol is not fed to the model
+        if not self.pseudo_draw:
             hit = np.flatnonzero(real & (rng.random(prev.shape) < self.drop_prob))
             dropped = corrupt(rng, prev.ravel(), hit, WORD_DROP, self.mask_idx, self.random_candidates)
-            batch["net_input"]["prev_output_tokens"] = torch.from_numpy(dropped.reshape(prev.shape))
+            net_input["prev_output_tokens"] = torch.from_numpy(dropped.reshape(prev.shape))
+            return batch
+        # s2s-ft's pseudo-masking: one draw per target token, PAD standing for the model's pseudo
+        # token (which the decoder puts in); a dropped input takes its own token's draw. Worked
+        # example, targets [a b EOS], inputs [EOS a b], draws [r PAD EOS]: the [P]s predicting a, b,
+        # EOS are fed a random r, [P] and EOS itself; dropping input a feeds r, dropping b [MASK].
+        target = batch["target"].numpy()
+        draw = corrupt(rng, target.ravel(), np.flatnonzero(target.ravel() != pad), WORD_DROP, pad,
+                       self.random_candidates).reshape(target.shape)
+        net_input["pseudo_tokens"] = torch.from_numpy(draw)
+        if self.drop_prob > 0:
+            own = np.concatenate([np.full((len(prev), 1), pad), draw[:, :-1]], 1)  # input j is target j - 1
+            hit = real & (rng.random(prev.shape) < self.drop_prob)
+            net_input["prev_output_tokens"] = torch.from_numpy(
+                np.where(hit, np.where(own == pad, self.mask_idx, own), prev))
         return batch
 
     def filter_indices_by_size(self, indices, max_sizes):
@@ -208,7 +235,8 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
             src, src.sizes, self.dictionary, tgt, tgt.sizes, self.dictionary,
             left_pad_source=False, left_pad_target=False, shuffle=(split == "train"),
             empty=empty, drop_prob=self.cfg.target_mask_prob if split == "train" else 0.0,
-            mask_idx=self.mask_idx, seed=self.cfg.seed, split=split,
+            pseudo_draw=self.cfg.pseudo_draw and split == "train", mask_idx=self.mask_idx, seed=self.cfg.seed,
+            split=split,
         )
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):

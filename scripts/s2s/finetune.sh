@@ -40,7 +40,8 @@ TRAIN=$(pair_index train)
   "data of fairseq-preprocess with other language suffixes: name them after --, --source-lang SRC --target-lang TGT)"
 [ "$PRE" = none ] || require_files "$PRE"
 resume_or_start "$SAVE" "$(abs_path "$PRE")" pmlm_seq2seq
-INIT=() FACTS=()
+INIT=() FACTS=() DRAW=()
+[ "$PDRAW" = 0 ] || DRAW=(--pseudo-draw)
 if [ "$PRE" != none ]; then
   FACTS=(INIT model-flags "$PRE" +)
 else
@@ -70,6 +71,7 @@ run_step fairseq-train "$DATA" --user-dir "$ROOT/fairseq_pmlm" \
   --task pmlm_seq2seq --criterion pmlm_seq2seq --label-smoothing 0.1 \
   --max-positions "$POSITIONS" "${BPE[@]}" \
   --max-source-positions "$SRC" --max-target-positions "$TGT" --target-mask-prob "$TMASK" \
+  ${DRAW[@]+"${DRAW[@]}"} \
   --optimizer adam --adam-betas '(0.9, 0.999)' --adam-eps 1e-8 --weight-decay 0.01 --clip-norm 1.0 \
   --lr "$LR" --lr-scheduler polynomial_decay --warmup-updates "$WARM" --total-num-update "$TOTAL" \
   --max-update "$TOTAL" --batch-size "$BATCH" --required-batch-size-multiple 1 \
