@@ -427,7 +427,8 @@ def test_position_table_extends_cyclically_for_longer_inputs():
 def seq2seq_task(tmp_path, **cfg):
     d = make_dictionary()
     d.save(str(tmp_path / "dict.txt"))
-    return PMLMSeq2SeqTask.setup_task(PMLMSeq2SeqConfig(data=str(tmp_path), seed=1, **cfg))
+    return PMLMSeq2SeqTask.setup_task(PMLMSeq2SeqConfig(data=str(tmp_path), **{"seed": 1, "train_subset": "train",
+                                                                                **cfg}))
 
 
 def test_training_and_inference_lay_the_source_out_alike(tmp_path):
@@ -525,6 +526,22 @@ def test_pseudo_draw_feeds_each_p_a_draw_of_its_target_and_a_dropped_input_that_
     assert bool(((got == was) | (got == own))[inputs].all())  # a dropped input is its [P]'s draw
     dropped = int(((got == own) & (own != was))[inputs].sum()) / int(((own != was) & inputs).sum())
     assert abs(dropped - 0.5) < 0.05
+
+
+def test_the_split_named_by_train_subset_is_the_one_with_word_drop_draws_and_shuffling(tmp_path):
+    """fairseq-train --train-subset NAME trains on NAME: that split, not one called "train", gets the
+    word drop, the [P] draws and the shuffling (the others none)."""
+    from fairseq.data import ListDataset
+
+    task = seq2seq_task(tmp_path, train_subset="big", pseudo_draw=True, target_mask_prob=0.5)
+    d = task.dictionary
+    pairs = [torch.tensor([d.bos(), 5, 6, d.eos()])] * 4
+    task._side = lambda split, lang: ListDataset(pairs, np.full(4, 4))
+    for split in ("big", "train", "valid"):
+        task.load_dataset(split)
+    big, train, valid = (task.datasets[s] for s in ("big", "train", "valid"))
+    assert (big.drop_prob, big.pseudo_draw, big.shuffle) == (0.5, True, True)
+    assert [(ds.drop_prob, ds.pseudo_draw, ds.shuffle) for ds in (train, valid)] == [(0.0, False, False)] * 2
 
 
 def test_a_p_fed_a_token_changes_only_its_own_prediction_and_the_pseudo_token_changes_nothing(rng):

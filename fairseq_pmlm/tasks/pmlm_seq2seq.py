@@ -90,6 +90,7 @@ class PMLMSeq2SeqConfig(AutocastConfig):
                                              "or by ((5 + len) / 6) ** lenpen (gnmt: s2s-ft and the paper)"}
     )
     seed: int = II("common.seed")
+    train_subset: str = II("dataset.train_subset")  # the split that trains: word drop, draws, shuffling
 
 
 class WordDropPairDataset(LanguagePairDataset):
@@ -231,12 +232,12 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
                             f"{limit} and cut to it (EOS included); a --scoring of this split reads them cut")
             tgt = AppendTokenDataset(TruncateDataset(StripTokenDataset(tgt, eos), limit - 1), eos)
         src = self.source_view(src)
+        training = split == self.cfg.train_subset  # (a --train-subset of another name trains alike)
         self.datasets[split] = WordDropPairDataset(
             src, src.sizes, self.dictionary, tgt, tgt.sizes, self.dictionary,
-            left_pad_source=False, left_pad_target=False, shuffle=(split == "train"),
-            empty=empty, drop_prob=self.cfg.target_mask_prob if split == "train" else 0.0,
-            pseudo_draw=self.cfg.pseudo_draw and split == "train", mask_idx=self.mask_idx, seed=self.cfg.seed,
-            split=split,
+            left_pad_source=False, left_pad_target=False, shuffle=training,
+            empty=empty, drop_prob=self.cfg.target_mask_prob if training else 0.0,
+            pseudo_draw=self.cfg.pseudo_draw and training, mask_idx=self.mask_idx, seed=self.cfg.seed, split=split,
         )
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
