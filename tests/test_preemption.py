@@ -367,12 +367,12 @@ S2S_UPDATES = 12  # the tiny pairs are 5 batches an epoch: the resumed runs rest
 
 
 def s2s_args(data, save_dir, updates=S2S_UPDATES):
-    """What s2s/finetune.sh runs (word drop, label smoothing, warmup and decay, clipping, two
-    loader workers), on the tiny pairs, from random weights."""
+    """What s2s/finetune.sh runs with a paper preset (word drop and the [P] draws, label smoothing,
+    warmup and decay, clipping, two loader workers), on the tiny pairs, from random weights."""
     return [data, "--user-dir", os.path.join(REPO, "fairseq_pmlm"), "--task", "pmlm_seq2seq",
             "--criterion", "pmlm_seq2seq", "--label-smoothing", "0.1", "--arch", "unilmv2_tiny",
             "--max-source-positions", "48", "--max-target-positions", "32", "--target-mask-prob", "0.5",
-            "--optimizer", "adam", "--adam-betas", "(0.9, 0.999)", "--weight-decay", "0.01", "--clip-norm", "1.0",
+            "--pseudo-draw", "--optimizer", "adam", "--adam-betas", "(0.9, 0.999)", "--weight-decay", "0.01", "--clip-norm", "1.0",
             "--lr", "5e-4", "--lr-scheduler", "polynomial_decay", "--warmup-updates", "2",
             "--total-num-update", str(S2S_UPDATES), "--max-update", str(updates), "--batch-size", "8",
             "--required-batch-size-multiple", "1", "--save-dir", save_dir, "--save-interval-updates", "3",
