@@ -1,6 +1,6 @@
 """fairseq's SequenceGenerator with the decoding conventions of Microsoft's s2s-ft.
 
-Three differences from the stock generator, each switched by the ``pmlm_seq2seq`` task:
+Four differences from the stock generator, each switched by the ``pmlm_seq2seq`` task:
 
 - ``--lenpen-formula gnmt``: a finished hypothesis of L tokens (EOS included) scores
   ``sum(log p) / ((5 + L) / 6) ** lenpen`` (GNMT, as s2s-ft decodes and as the paper's lenpen
@@ -8,7 +8,13 @@ Three differences from the stock generator, each switched by the ``pmlm_seq2seq`
   fairseq divides by 3.98, GNMT by 1.47, so short hypotheses are favoured much less by fairseq.
 - tokens that are never text (``[P]``, ``[MASK]``, ``<s>``; ``<pad>`` is banned by fairseq
   itself) get probability 0, so no beam can end up emitting them.
-- a ``--no-repeat-ngram-size`` blocker that works (modules/ngram_repeat_block.py).
+- a ``--no-repeat-ngram-size`` blocker that works (modules/ngram_repeat_block.py), and with
+  ``--no-repeat-ngram-ignore WORDS`` never bans an n-gram holding one of them (s2s-ft's
+  ``--forbid_ignore_word .``).
+- ``--eos-at-limit free``: a hypothesis still open at the length limit ends as it stands, as in
+  s2s-ft: its score is its tokens' log-probabilities and its length L their count, with no
+  EOS in either. fairseq forces EOS there, adds that EOS's log-probability (the model had not
+  chosen to stop there) and counts it in L.
 
 And one that only keeps fairseq's meaning: ``--match-source-len`` counts the source's text, not the
 ``[SOS]`` our sources begin with (a source of 5 words gives hypotheses of 5 tokens and EOS, as
@@ -21,6 +27,7 @@ from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
 from .modules.ngram_repeat_block import fix_repeat_ngram_blocker
 
 LENPEN_FORMULAS = ("fairseq", "gnmt")
+EOS_AT_LIMIT = ("forced", "free")
 
 
 def gnmt_divisor(length, alpha):
@@ -43,15 +50,19 @@ class BannedTokensEnsemble(EnsembleModel):
 
 
 class PMLMSequenceGenerator(SequenceGenerator):
-    def __init__(self, models, tgt_dict, lenpen_formula="fairseq", banned_tokens=(), **kwargs):
+    def __init__(self, models, tgt_dict, lenpen_formula="fairseq", banned_tokens=(), ngram_ignore=(),
+                 eos_at_limit="forced", **kwargs):
         if lenpen_formula not in LENPEN_FORMULAS:
             raise ValueError(f"--lenpen-formula must be one of {', '.join(LENPEN_FORMULAS)}, not {lenpen_formula!r}")
+        if eos_at_limit not in EOS_AT_LIMIT:
+            raise ValueError(f"--eos-at-limit must be one of {', '.join(EOS_AT_LIMIT)}, not {eos_at_limit!r}")
         super().__init__(models, tgt_dict, **kwargs)
         self.lenpen_formula = lenpen_formula
         self.alpha = self.len_penalty
+        self.free_eos_at_limit = eos_at_limit == "free"
         self.model = BannedTokensEnsemble(list(self.model.models), banned_tokens)
         self.model.eval()
-        fix_repeat_ngram_blocker(self)
+        fix_repeat_ngram_blocker(self, ngram_ignore)
 
     def _generate(self, sample, *args, **kwargs):
         net = sample["net_input"]
@@ -60,10 +71,19 @@ class PMLMSequenceGenerator(SequenceGenerator):
             sample = {**sample, "net_input": {**net, "src_lengths": net["src_lengths"] - 1}}
         return super()._generate(sample, *args, **kwargs)
 
-    def finalize_hypos(self, step, *args, **kwargs):
-        if self.lenpen_formula == "gnmt":
-            # fairseq divides by (step + 1) ** len_penalty, with L = step + 1 tokens (EOS
-            # included); choose the exponent that turns it into ((5 + L) / 6) ** alpha
-            length = step + 1
-            self.len_penalty = 0.0 if length == 1 else math.log(gnmt_divisor(length, self.alpha)) / math.log(length)
-        return super().finalize_hypos(step, *args, **kwargs)
+    def finalize_hypos(self, step, bbsz_idx, eos_scores, tokens, scores, *args):
+        max_len = args[-1]
+        at_limit = self.free_eos_at_limit and step >= max_len and step > 0
+        if at_limit:
+            # the EOS fairseq forced here adds nothing: the score up to the previous step (the
+            # per-position score of this EOS becomes 0), and the length counts no EOS
+            eos_scores = scores.index_select(0, bbsz_idx)[:, step - 1]
+        length = step if at_limit else step + 1
+        if self.lenpen_formula == "gnmt" or at_limit:
+            # fairseq divides by (step + 1) ** len_penalty: choose the exponent that makes it the
+            # divisor of L = length tokens, ((5 + L) / 6) ** alpha (gnmt) or L ** alpha
+            divisor = gnmt_divisor(length, self.alpha) if self.lenpen_formula == "gnmt" else length ** self.alpha
+            self.len_penalty = 0.0 if step == 0 else math.log(divisor) / math.log(step + 1)
+        else:
+            self.len_penalty = self.alpha
+        return super().finalize_hypos(step, bbsz_idx, eos_scores, tokens, scores, *args)

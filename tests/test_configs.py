@@ -52,7 +52,7 @@ def test_the_finetuning_configs_train_seq2seq_from_a_checkpoint(tmp_path_factory
 ])
 def test_the_docs_tables_of_flags_give_the_defaults_the_code_has(doc, configs):
     """Each row `| `--a`, `--b` (model) | A, B | ... |` of the doc's flag table: the task's (or, marked
-    "(model)", the model's) dataclass has the same defaults; "off" is False."""
+    "(model)", the model's) dataclass has the same defaults; "off" is False, "(none)" empty."""
     import dataclasses
     import importlib
     import re
@@ -72,7 +72,8 @@ def test_the_docs_tables_of_flags_give_the_defaults_the_code_has(doc, configs):
         names = [f.strip("` ").lstrip("-").replace("-", "_") for f in flags.split(",")]
         for name, value in zip(names, values.split(", "), strict=True):
             want = (model if of_model else task)[name]
-            assert value.strip("`") == ("off" if want is False else str(want)), (doc, name, value, want)
+            shown = "off" if want is False else "(none)" if want in ("", None) else str(want)
+            assert value.strip("`") == shown, (doc, name, value, want)
 
 
 def test_an_arch_name_the_configs_sizes_override_is_said_once_not_silently_ignored(monkeypatch, caplog):

@@ -39,6 +39,21 @@ def test_generate_of_one_tensor_keeps_inference_step_args(s2s):
         "prefix_tokens": torch.tensor([[prefix]])})[0][0]["tokens"])
 
 
+def test_generate_takes_the_tasks_decoding_flags_as_keywords(s2s):
+    """As fairseq-generate's task flags: eos_at_limit="free" leaves an EOS at the length limit
+    unscored (fairseq's forced one costs), no_repeat_ngram_ignore needs no_repeat_ngram_size."""
+    from fairseq_pmlm.errors import BadInput
+
+    _, hub, sources = s2s
+    tokens = hub.encode(sources[0])
+    kept = {mode: hub.generate(tokens, beam=2, max_len_b=2, min_len=2, eos_at_limit=mode)[0]
+            for mode in ("forced", "free")}
+    assert float(kept["forced"]["positional_scores"][-1]) < 0  # min_len = max_len_b: every hypothesis at the limit
+    assert float(kept["free"]["positional_scores"][-1]) == 0
+    with pytest.raises(BadInput, match="--no-repeat-ngram-size, which is off"):
+        hub.generate(tokens, beam=2, max_len_b=4, no_repeat_ngram_ignore=hub.src_dict[tokens[1]])
+
+
 def test_the_hub_trains_with_dropout_and_evaluates_without_as_robertas(s2s):
     _, hub, sources = s2s
     tokens = hub.encode(sources[0])

@@ -12,6 +12,7 @@ from fairseq.sequence_generator import SequenceGenerator
 from omegaconf import OmegaConf
 from torch.overrides import TorchFunctionMode
 
+from fairseq_pmlm.errors import BadInput
 from fairseq_pmlm.models import seq2seq_views
 from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
 from fairseq_pmlm.modules import attention_rule
@@ -347,6 +348,113 @@ def test_no_repeat_ngram_size_1_bans_decoded_tokens_but_not_the_end(tmp_path, rn
                 for h in beams]
     assert len(hyps) == 4 * len(src)
     assert all(t[-1] == task.dictionary.eos() and len(set(t)) == len(t) for t in hyps)
+
+
+def s2sft_banned(seq, n, ignore):
+    """s2s-ft's rule (decode_seq2seq's --forbid_duplicate_ngrams with --forbid_ignore_word), over
+    the decoded tokens ``seq``: the tokens that would repeat an n-gram, none if the n-1 newest
+    tokens hold an ignored word, never an ignored word itself."""
+    if len(seq) < n - 1 or any(t in ignore for t in seq[len(seq) - n + 1:]):
+        return set()
+    tail = seq[len(seq) - n + 1:]
+    return {seq[i + n - 1] for i in range(len(seq) - n + 1) if seq[i:i + n - 1] == tail} - set(ignore)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_no_repeat_ngram_ignore_bans_what_s2s_ft_bans(n):
+    """Over random decoded rows of a 4-word vocabulary (so repeats abound): the blocker bans
+    exactly s2s-ft's candidates, with and without an ignored word, and the worked example of
+    its docstring holds."""
+    from fairseq_pmlm.modules.ngram_repeat_block import PrefixNGramRepeatBlock
+
+    rng = np.random.default_rng(n)
+    eos, dot = 2, 5
+    for ignore in ((), (dot,)):
+        block = PrefixNGramRepeatBlock(n, ignore)
+        for _ in range(200):
+            seq = rng.integers(4, 8, int(rng.integers(0, 12))).tolist()
+            lprobs = block(torch.tensor([[eos] + seq]), torch.zeros(1, 8), 1, 1, len(seq))
+            assert set(torch.nonzero(lprobs[0].isinf()).flatten().tolist()) == s2sft_banned(seq, n, ignore)
+    a, b, c, x, y = 4, 6, 7, 6, 7
+    block = PrefixNGramRepeatBlock(3, (dot,))
+    for seq, banned in (([a, b, c, dot, a, b], {c}), ([a, b, dot, a, b], set()), ([x, dot, y, x, dot], set())):
+        lprobs = block(torch.tensor([[eos] + seq]), torch.zeros(1, 8), 1, 1, len(seq))
+        assert set(torch.nonzero(lprobs[0].isinf()).flatten().tolist()) == banned
+        assert (s2sft_banned(seq, 3, ()) != banned) == (seq != [a, b, c, dot, a, b])  # "." made the difference
+
+
+def test_no_repeat_ngram_ignore_lets_decoding_repeat_only_ngrams_holding_the_word(tmp_path, rng):
+    """Decoding with --no-repeat-ngram-size 3: without --no-repeat-ngram-ignore no trigram comes
+    twice; with a word ignored (one the model is made to like, so it recurs) trigrams holding it
+    do come twice, the others still never."""
+    src, lens, _, _ = random_pairs(make_dictionary(), rng)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lens}}
+    args = GenerationConfig(beam=4, max_len_a=0, max_len_b=20, min_len=20, no_repeat_ngram_size=3)
+    repeated = {}
+    for ignore in ("", "w7"):
+        task = seq2seq_task(tmp_path, max_source_positions=16, no_repeat_ngram_ignore=ignore)
+        word = task.dictionary.index("w7")
+        model = tiny_model(task.dictionary, seed=3)
+        with torch.no_grad():
+            model.transformer.lm_head.bias[word] += 2.0
+            hyps = [h["tokens"].tolist() for beams in task.build_generator([model], args).forward(sample)
+                    for h in beams]
+        trigrams = [[tuple(t[i:i + 3]) for i in range(len(t) - 2)] for t in hyps]
+        repeated[ignore] = [g for gs in trigrams for g in set(gs) if gs.count(g) > 1]
+        assert all(word in g for g in repeated[ignore])
+    assert not repeated[""] and repeated["w7"]
+
+
+def test_no_repeat_ngram_ignore_refuses_a_word_not_in_the_dictionary_and_a_ban_that_is_off(tmp_path):
+    model = tiny_model(make_dictionary(), seed=3)
+    task = seq2seq_task(tmp_path, max_source_positions=16, no_repeat_ngram_ignore="w7 .")
+    with pytest.raises(BadInput, match=r"^--no-repeat-ngram-ignore: neither '\.' nor '\u2581\.' is a symbol"):
+        task.build_generator([model], GenerationConfig(beam=2, max_len_a=0, max_len_b=8, no_repeat_ngram_size=3))
+    task = seq2seq_task(tmp_path, max_source_positions=16, no_repeat_ngram_ignore="w7")
+    with pytest.raises(BadInput, match="--no-repeat-ngram-size, which is off"):
+        task.build_generator([model], GenerationConfig(beam=2, max_len_a=0, max_len_b=8))
+    d = task.dictionary  # sentencepiece's word-start form counts as the word
+    d.add_symbol("\u2581w8")
+    gen = task.build_generator([model], GenerationConfig(beam=2, max_len_a=0, max_len_b=8, no_repeat_ngram_size=3),
+                               )
+    assert gen.repeat_ngram_blocker.ignore == {d.index("w7")}
+    task.cfg.no_repeat_ngram_ignore = "w8"
+    gen = task.build_generator([model], GenerationConfig(beam=2, max_len_a=0, max_len_b=8, no_repeat_ngram_size=3))
+    assert gen.repeat_ngram_blocker.ignore == {d.index("w8"), d.index("\u2581w8")}
+
+
+@pytest.mark.parametrize("formula", ["fairseq", "gnmt"])
+def test_eos_at_limit_free_scores_an_open_hypothesis_without_eos(formula, tmp_path, rng):
+    """--eos-at-limit free (s2s-ft): a hypothesis that reaches --max-len-b tokens ends there with
+    EOS's per-position score 0, and its score divides the sum by the divisor of L = its tokens
+    without EOS; hypotheses that ended earlier score as with forced (fairseq's default), and the
+    n-best list is ranked by the scores."""
+    src, lens, _, _ = random_pairs(make_dictionary(), rng)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lens}}
+    limit, kinds, forced = 6, set(), []
+    for bias in (0.0, 0.2, 0.3):  # EOS about as likely as a word: hypotheses end early, at the limit, or both
+        out = {}
+        for mode in ("forced", "free"):
+            task = seq2seq_task(tmp_path, max_source_positions=16, lenpen_formula=formula, eos_at_limit=mode)
+            model = tiny_model(task.dictionary, seed=4)
+            with torch.no_grad():
+                model.transformer.lm_head.bias[task.dictionary.eos()] += bias
+                out[mode] = task.build_generator([model], GenerationConfig(beam=4, max_len_a=0, max_len_b=limit,
+                                                                           lenpen=0.6)).forward(sample)
+        for beams in out["free"]:
+            for h in beams:
+                n, pos = len(h["tokens"]), h["positional_scores"]
+                at_limit = n == limit + 1
+                kinds.add(at_limit)
+                length = n - 1 if at_limit else n
+                divisor = ((5 + length) / 6) ** 0.6 if formula == "gnmt" else length ** 0.6
+                assert (float(pos[-1]) == 0.0) == at_limit
+                assert abs(float(h["score"]) - float(pos.sum()) / divisor) < 1e-5
+            scores = [float(h["score"]) for h in beams]
+            assert scores == sorted(scores, reverse=True)
+        forced += [h for beams in out["forced"] for h in beams if len(h["tokens"]) == limit + 1]
+    assert kinds == {True, False}
+    assert forced and all(float(h["positional_scores"][-1]) < 0 for h in forced)  # fairseq's EOS costs
 
 
 @pytest.mark.parametrize("formula", ["fairseq", "gnmt"])

@@ -33,7 +33,7 @@ from ..data.databin_checks import check_complete, check_files
 from ..data.dict_files import dict_names
 from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..errors import BadInput, InputNotFound
-from ..sequence_generator import LENPEN_FORMULAS, PMLMSequenceGenerator
+from ..sequence_generator import EOS_AT_LIMIT, LENPEN_FORMULAS, PMLMSequenceGenerator
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL, random_token_candidates
 from ..text import tokenizer_files
 from ..text.input_text import ValidUnicodeBPE, tolerant_stdin
@@ -88,6 +88,17 @@ class PMLMSeq2SeqConfig(AutocastConfig):
     lenpen_formula: ChoiceEnum(LENPEN_FORMULAS) = field(
         default="fairseq", metadata={"help": "generation: divide a hypothesis' score by len ** lenpen (fairseq) "
                                              "or by ((5 + len) / 6) ** lenpen (gnmt: s2s-ft and the paper)"}
+    )
+    no_repeat_ngram_ignore: str = field(
+        default="", metadata={"help": "generation: words whose n-grams --no-repeat-ngram-size never bans, "
+                                      "space-separated dictionary symbols (a word also matches its "
+                                      "sentencepiece form, '.' also '\u2581.'), as s2s-ft's "
+                                      "--forbid_ignore_word: e.g. '.'"}
+    )
+    eos_at_limit: ChoiceEnum(EOS_AT_LIMIT) = field(
+        default="forced", metadata={"help": "generation: at the length limit fairseq forces EOS and adds its "
+                                            "log-probability (forced); free: a hypothesis still open there ends "
+                                            "as it stands, its score and length without EOS (s2s-ft)"}
     )
     seed: int = II("common.seed")
     train_subset: str = II("dataset.train_subset")  # the split that trains: word drop, draws, shuffling
@@ -327,9 +338,28 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
             extra_gen_cls_kwargs = {
                 "lenpen_formula": str(getattr(args, "lenpen_formula", None) or self.cfg.lenpen_formula),
                 "banned_tokens": [d.bos(), self.mask_idx, d.index(PSEUDO_SYMBOL)],
+                "ngram_ignore": self._ngram_ignore(args),
+                "eos_at_limit": str(getattr(args, "eos_at_limit", None) or self.cfg.eos_at_limit),
                 **(extra_gen_cls_kwargs or {}),
             }
         return super().build_generator(models, args, seq_gen_cls, extra_gen_cls_kwargs, **kwargs)
+
+    def _ngram_ignore(self, args):
+        """--no-repeat-ngram-ignore's words as token ids: each symbol itself and its sentencepiece
+        word-start form ('.' and '\u2581.'), those the dictionary has; a word with neither is an error."""
+        words = str(getattr(args, "no_repeat_ngram_ignore", None) or self.cfg.no_repeat_ngram_ignore or "").split()
+        if words and not getattr(args, "no_repeat_ngram_size", 0):
+            raise BadInput(f"--no-repeat-ngram-ignore {' '.join(words)}: it exempts words from the n-gram ban "
+                           "of --no-repeat-ngram-size, which is off: set --no-repeat-ngram-size N as well")
+        ids = []
+        for word in words:
+            forms = (word, "\u2581" + word)
+            found = [self.dictionary.indices[s] for s in forms if s in self.dictionary.indices]
+            if not found:
+                raise BadInput(f"--no-repeat-ngram-ignore: neither {forms[0]!r} nor {forms[1]!r} is a symbol of "
+                               f"the model's dictionary ({len(self.dictionary)} symbols)")
+            ids += found
+        return ids
 
     def _check_references_fit(self, limit):
         """--score-reference reads each test reference after its source, and test references are
