@@ -1,6 +1,6 @@
 """fairseq's SequenceGenerator with the decoding conventions of Microsoft's s2s-ft.
 
-Four differences from the stock generator, each switched by the ``pmlm_seq2seq`` task:
+Five differences from the stock generator, each switched by the ``pmlm_seq2seq`` task:
 
 - ``--lenpen-formula gnmt``: a finished hypothesis of L tokens (EOS included) scores
   ``sum(log p) / ((5 + L) / 6) ** lenpen`` (GNMT, as s2s-ft decodes and as the paper's lenpen
@@ -15,6 +15,7 @@ Four differences from the stock generator, each switched by the ``pmlm_seq2seq``
   s2s-ft: its score is its tokens' log-probabilities and its length L their count, with no
   EOS in either. fairseq forces EOS there, adds that EOS's log-probability (the model had not
   chosen to stop there) and counts it in L.
+- ``--beam-search s2s-ft``: s2s-ft's beam search (beam_search_s2sft.py) instead of fairseq's.
 
 And one that only keeps fairseq's meaning: ``--match-source-len`` counts the source's text, not the
 ``[SOS]`` our sources begin with (a source of 5 words gives hypotheses of 5 tokens and EOS, as
@@ -24,10 +25,12 @@ import math
 
 from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
 
+from .beam_search_s2sft import s2sft_beam_search
 from .modules.ngram_repeat_block import fix_repeat_ngram_blocker
 
 LENPEN_FORMULAS = ("fairseq", "gnmt")
 EOS_AT_LIMIT = ("forced", "free")
+BEAM_SEARCHES = ("fairseq", "s2s-ft")
 
 
 def gnmt_divisor(length, alpha):
@@ -51,20 +54,31 @@ class BannedTokensEnsemble(EnsembleModel):
 
 class PMLMSequenceGenerator(SequenceGenerator):
     def __init__(self, models, tgt_dict, lenpen_formula="fairseq", banned_tokens=(), ngram_ignore=(),
-                 eos_at_limit="forced", **kwargs):
+                 eos_at_limit="forced", beam_search="fairseq", **kwargs):
         if lenpen_formula not in LENPEN_FORMULAS:
             raise ValueError(f"--lenpen-formula must be one of {', '.join(LENPEN_FORMULAS)}, not {lenpen_formula!r}")
         if eos_at_limit not in EOS_AT_LIMIT:
             raise ValueError(f"--eos-at-limit must be one of {', '.join(EOS_AT_LIMIT)}, not {eos_at_limit!r}")
+        if beam_search not in BEAM_SEARCHES:
+            raise ValueError(f"--beam-search must be one of {', '.join(BEAM_SEARCHES)}, not {beam_search!r}")
         super().__init__(models, tgt_dict, **kwargs)
         self.lenpen_formula = lenpen_formula
         self.alpha = self.len_penalty
         self.free_eos_at_limit = eos_at_limit == "free"
+        self.s2sft_search = beam_search == "s2s-ft"
         self.model = BannedTokensEnsemble(list(self.model.models), banned_tokens)
         self.model.eval()
         fix_repeat_ngram_blocker(self, ngram_ignore)
 
+    def length_divisor(self, length):
+        """What a hypothesis of ``length`` tokens' summed log-probability is divided by."""
+        if not self.normalize_scores:
+            return 1.0
+        return gnmt_divisor(length, self.alpha) if self.lenpen_formula == "gnmt" else length ** self.alpha
+
     def _generate(self, sample, *args, **kwargs):
+        if self.s2sft_search:
+            return s2sft_beam_search(self, sample, *args, **kwargs)
         net = sample["net_input"]
         if self.match_source_len and "src_lengths" in net:
             # fairseq reads a source's length from src_lengths: ours count [SOS] too
@@ -82,7 +96,7 @@ class PMLMSequenceGenerator(SequenceGenerator):
         if self.lenpen_formula == "gnmt" or at_limit:
             # fairseq divides by (step + 1) ** len_penalty: choose the exponent that makes it the
             # divisor of L = length tokens, ((5 + L) / 6) ** alpha (gnmt) or L ** alpha
-            divisor = gnmt_divisor(length, self.alpha) if self.lenpen_formula == "gnmt" else length ** self.alpha
+            divisor = self.length_divisor(length)
             self.len_penalty = 0.0 if step == 0 else math.log(divisor) / math.log(step + 1)
         else:
             self.len_penalty = self.alpha

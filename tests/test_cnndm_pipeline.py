@@ -124,8 +124,8 @@ def test_finetune_and_generate_with_the_cnndm_preset_print_the_papers_rouge_tabl
     tmp, data, done = chain
     assert "s2s/finetune: cnndm on" in done["finetune"].stdout and " 3 updates of 8," in done["finetune"].stdout
     assert checkpoint_files.read(tmp / "save" / "checkpoint_last.pt")["cfg"]["task"]["pseudo_draw"] is True  # preset
-    # and the preset's decoding, s2s-ft's: "." exempt from the trigram ban, no EOS scored at the limit
-    assert "'no_repeat_ngram_ignore': '.', 'eos_at_limit': 'free'" in done["generate"].stderr
+    # and the preset's decoding, s2s-ft's: "." exempt from the trigram ban, no EOS scored at the limit, its search
+    assert "'no_repeat_ngram_ignore': '.', 'eos_at_limit': 'free', 'beam_search': 's2s-ft'" in done["generate"].stderr
     hyps = (tmp / "gen" / "hyp.txt").read_text().splitlines()
     assert len(hyps) == len(data["test"])
     table = (tmp / "gen" / "scores.txt").read_text()

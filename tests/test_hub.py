@@ -41,7 +41,8 @@ def test_generate_of_one_tensor_keeps_inference_step_args(s2s):
 
 def test_generate_takes_the_tasks_decoding_flags_as_keywords(s2s):
     """As fairseq-generate's task flags: eos_at_limit="free" leaves an EOS at the length limit
-    unscored (fairseq's forced one costs), no_repeat_ngram_ignore needs no_repeat_ngram_size."""
+    unscored (fairseq's forced one costs), beam_search="s2s-ft" runs s2s-ft's search (an open
+    hypothesis reaches max_len_b + 1 tokens), no_repeat_ngram_ignore needs no_repeat_ngram_size."""
     from fairseq_pmlm.errors import BadInput
 
     _, hub, sources = s2s
@@ -50,6 +51,10 @@ def test_generate_takes_the_tasks_decoding_flags_as_keywords(s2s):
             for mode in ("forced", "free")}
     assert float(kept["forced"]["positional_scores"][-1]) < 0  # min_len = max_len_b: every hypothesis at the limit
     assert float(kept["free"]["positional_scores"][-1]) == 0
+    hypos = hub.generate(tokens, beam=4, max_len_b=2, min_len=2, beam_search="s2s-ft")
+    # 2 tokens + EOS, or 3 still open with an EOS at 0 (fairseq's search stops at 2 + EOS)
+    kinds = {(len(h["tokens"]), float(h["positional_scores"][-1]) == 0) for h in hypos}
+    assert kinds <= {(3, False), (4, True)} and (4, True) in kinds
     with pytest.raises(BadInput, match="--no-repeat-ngram-size, which is off"):
         hub.generate(tokens, beam=2, max_len_b=4, no_repeat_ngram_ignore=hub.src_dict[tokens[1]])
 

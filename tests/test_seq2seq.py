@@ -1,5 +1,6 @@
 """Sequence-to-sequence fine-tuning and decoding (docs/DESIGN.md §4, §5)."""
 import collections
+import math
 import os
 import subprocess
 
@@ -455,6 +456,91 @@ def test_eos_at_limit_free_scores_an_open_hypothesis_without_eos(formula, tmp_pa
         forced += [h for beams in out["forced"] for h in beams if len(h["tokens"]) == limit + 1]
     assert kinds == {True, False}
     assert forced and all(float(h["positional_scores"][-1]) < 0 for h in forced)  # fairseq's EOS costs
+
+
+def s2sft_search_reference(model, d, src, length, beam, steps, lenpen, ignore=()):
+    """s2s-ft's beam search for one source, written from its decode loop with plain lists and a
+    full teacher-forced pass per slot and step (no incremental state, no batching): slots, the
+    -10000 on an ended slot's offers, the beam x beam offers, the pick over every step's ended
+    hypotheses and the last step's open ones with the GNMT penalty. Returns every candidate as
+    (score, tokens), best first."""
+    never = [d.bos(), d.pad(), d.index("[MASK]"), d.index("[P]")]
+
+    def offers(seq):  # the slot's ``beam`` likeliest next tokens and their log-probabilities
+        prev = torch.tensor([[d.eos()] + seq])
+        with torch.no_grad():
+            lp = model(src[None, :length], src_lengths=torch.tensor([length]), prev_output_tokens=prev)[0]
+        lp = lp[0, -1].log_softmax(-1)
+        lp[never] = -math.inf
+        lp[sorted(s2sft_banned(seq, 3, ignore))] = -math.inf
+        if not seq:  # min_len 1 (s2s-ft's default and fairseq's): no EOS first
+            lp[d.eos()] = -math.inf
+        top = lp.topk(beam)
+        return list(zip(top.values.tolist(), top.indices.tolist()))
+
+    frames = []  # per step: [(score, token, back pointer)] for each slot
+    slots = [([], 0.0, False)]  # (tokens, summed log-probability, ended)
+    for _ in range(steps):
+        cands = []
+        for back, (seq, total, ended) in enumerate(slots):
+            cands += [(total + lp + (-10000.0 if ended else 0.0), tok, back) for lp, tok in offers(seq)]
+        cands = sorted(cands, key=lambda c: -c[0])[:beam]  # (stable: ties keep the offers' order)
+        frames.append(cands)
+        slots = [(slots[back][0] + [tok], score, tok == d.eos()) for score, tok, back in cands]
+        if all(tok == d.eos() for _, tok, _ in cands):
+            break
+    picks = []
+    for t, cands in enumerate(frames):
+        for k, (score, tok, _) in enumerate(cands):
+            if (tok == d.eos() or t == len(frames) - 1) and score > -5000:  # not an ended slot's offer
+                seq, j = [], k
+                for s in range(t, -1, -1):
+                    seq.append(frames[s][j][1])
+                    j = frames[s][j][2]
+                picks.append((score / ((5 + t + 1) / 6) ** lenpen, seq[::-1]))
+    return sorted(picks, key=lambda p: -p[0])
+
+
+@pytest.mark.parametrize("beam", [1, 2, 4])
+def test_beam_search_s2s_ft_finds_what_s2s_ft_finds(beam, tmp_path, rng):
+    """--beam-search s2s-ft (incremental, batched, fairseq's reordering) picks, for each source, the
+    tokens and score of s2s-ft's search written out plainly (s2sft_search_reference), with the
+    trigram ban and "." exempt; hypotheses that end early and open ones at the limit both occur."""
+    src, lens, _, _ = random_pairs(make_dictionary(), rng)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lens}}
+    limit, kinds = 5, set()
+    for bias in (0.0, 0.3, 0.6, 1.0):  # EOS from rarely to often chosen
+        task = seq2seq_task(tmp_path, max_source_positions=16, lenpen_formula="gnmt", beam_search="s2s-ft",
+                            no_repeat_ngram_ignore="w7")
+        d = task.dictionary
+        model = tiny_model(d, seed=4)
+        with torch.no_grad():
+            model.transformer.lm_head.bias[d.eos()] += bias
+            model.transformer.lm_head.bias[d.index("w7")] += 1.0
+            gen = task.build_generator([model], GenerationConfig(beam=beam, max_len_a=0, max_len_b=limit, lenpen=0.6,
+                                                                 no_repeat_ngram_size=3))
+            out = gen.forward(sample)
+        for i, hypos in enumerate(out):
+            want = s2sft_search_reference(model, d, src[i], int(lens[i]), beam, limit + 1, 0.6,
+                                          ignore={d.index("w7")})
+            assert len(hypos) == min(beam, len(want))
+            for h, (score, _) in zip(hypos, want):  # the n-best list, ties (within 1e-4) in either order
+                got = h["tokens"].tolist()
+                assert abs(float(h["score"]) - score) < 1e-4, (bias, i)
+                assert got in [w if w[-1] == d.eos() else w + [d.eos()] for v, w in want if abs(v - score) < 1e-4]
+                length = len(got) - (float(h["positional_scores"][-1]) == 0.0)  # an open one's EOS scores 0
+                assert abs(float(h["positional_scores"].sum()) - score * ((5 + length) / 6) ** 0.6) < 1e-4
+            kinds.add(want[0][1][-1] == d.eos())
+    assert kinds == {True, False}
+
+
+def test_beam_search_s2s_ft_refuses_the_search_flags_it_has_no_counterpart_for(tmp_path):
+    task = seq2seq_task(tmp_path, max_source_positions=16, beam_search="s2s-ft")
+    model = tiny_model(task.dictionary, seed=4)
+    for flags, name in ((dict(sampling=True), "--sampling"), (dict(match_source_len=True), "--match-source-len"),
+                        (dict(diverse_beam_groups=2), "--diverse-beam-groups"), (dict(prefix_size=1), "--prefix-size")):
+        with pytest.raises(BadInput, match=f"^{name} with --beam-search s2s-ft"):
+            task.build_generator([model], GenerationConfig(beam=2, max_len_a=0, max_len_b=8, **flags))
 
 
 @pytest.mark.parametrize("formula", ["fairseq", "gnmt"])

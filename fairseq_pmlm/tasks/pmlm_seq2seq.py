@@ -33,7 +33,7 @@ from ..data.databin_checks import check_complete, check_files
 from ..data.dict_files import dict_names
 from ..data.pmlm_dictionary import load_pmlm_dictionary
 from ..errors import BadInput, InputNotFound
-from ..sequence_generator import EOS_AT_LIMIT, LENPEN_FORMULAS, PMLMSequenceGenerator
+from ..sequence_generator import BEAM_SEARCHES, EOS_AT_LIMIT, LENPEN_FORMULAS, PMLMSequenceGenerator
 from ..symbols import MASK_SYMBOL, PSEUDO_SYMBOL, random_token_candidates
 from ..text import tokenizer_files
 from ..text.input_text import ValidUnicodeBPE, tolerant_stdin
@@ -99,6 +99,11 @@ class PMLMSeq2SeqConfig(AutocastConfig):
         default="forced", metadata={"help": "generation: at the length limit fairseq forces EOS and adds its "
                                             "log-probability (forced); free: a hypothesis still open there ends "
                                             "as it stands, its score and length without EOS (s2s-ft)"}
+    )
+    beam_search: ChoiceEnum(BEAM_SEARCHES) = field(
+        default="fairseq", metadata={"help": "generation: fairseq's beam search, or s2s-ft's (beam slots a "
+                                             "step, ended hypotheses included, so the open beam narrows; "
+                                             "open hypotheses at the length limit end unscored)"}
     )
     seed: int = II("common.seed")
     train_subset: str = II("dataset.train_subset")  # the split that trains: word drop, draws, shuffling
@@ -340,9 +345,25 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
                 "banned_tokens": [d.bos(), self.mask_idx, d.index(PSEUDO_SYMBOL)],
                 "ngram_ignore": self._ngram_ignore(args),
                 "eos_at_limit": str(getattr(args, "eos_at_limit", None) or self.cfg.eos_at_limit),
+                "beam_search": self._beam_search(args),
                 **(extra_gen_cls_kwargs or {}),
             }
         return super().build_generator(models, args, seq_gen_cls, extra_gen_cls_kwargs, **kwargs)
+
+    def _beam_search(self, args):
+        """--beam-search, refused with the search flags s2s-ft's search has no counterpart for."""
+        search = str(getattr(args, "beam_search", None) or self.cfg.beam_search)
+        if search == "s2s-ft":
+            for flag, on in (("--sampling", getattr(args, "sampling", False)),
+                             ("--diverse-beam-groups", getattr(args, "diverse_beam_groups", -1) > 0),
+                             ("--diversity-rate", getattr(args, "diversity_rate", -1) > 0),
+                             ("--match-source-len", getattr(args, "match_source_len", False)),
+                             ("--prefix-size", getattr(args, "prefix_size", 0) > 0),
+                             ("--constraints", getattr(args, "constraints", None))):
+                if on:
+                    raise BadInput(f"{flag} with --beam-search s2s-ft: s2s-ft's search has no such option "
+                                   "(decode with --beam-search fairseq)")
+        return search
 
     def _ngram_ignore(self, args):
         """--no-repeat-ngram-ignore's words as token ids: each symbol itself and its sentencepiece

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Decode a split with fairseq-generate (beam, length penalty and its formula, trigram blocking and
-# the end at the length limit of the preset), detokenise with the data directory's tokenizer
-# (spm.model or WordPiece vocab.txt), then score the hypotheses against the raw references with
-# scripts/score.py (ROUGE-1/2/L/Lsum; BLEU-4 as well for the qg preset). Decoding runs in fp32, also
+# Decode a split with fairseq-generate (beam search, length penalty and its formula, trigram
+# blocking and the end at the length limit of the preset), detokenise with the data directory's
+# tokenizer (spm.model or WordPiece vocab.txt), then score the hypotheses against the raw references
+# with scripts/score.py (ROUGE-1/2/L/Lsum; BLEU-4 as well for the qg preset). Decoding runs in fp32, also
 # on a GPU and for a checkpoint trained with --bf16-autocast, unless asked for after -- (--fp16,
 # --bf16-autocast), as the hub's.
 #
@@ -78,7 +78,7 @@ run_step fairseq-generate "$DATA" --user-dir "$ROOT/fairseq_pmlm" --task pmlm_se
   --gen-subset test --max-source-positions "$SRC" --max-target-positions "$TGT" \
   --beam "$BEAM" --lenpen "$LENPEN" --lenpen-formula "$LENFORM" --max-len-a 0 --max-len-b "$MAXLEN" \
   --min-len "$MINLEN" --no-repeat-ngram-size 3 --no-repeat-ngram-ignore "$NGIGNORE" --eos-at-limit "$EOSLIMIT" \
-  --batch-size 32 "${BPE[@]}" \
+  --beam-search "$SEARCH" --batch-size 32 "${BPE[@]}" \
   --scoring rouge ${ROUGE[@]+"${ROUGE[@]}"} --results-path "$TMP" "${DEVICE[@]}" ${EXTRA[@]+"${EXTRA[@]}"}
 rm -f "$OUT/hyp.txt" "$OUT/scores.txt"  # an earlier run's: this run's replace them or none are left
 mv "$TMP/generate-test.txt" "$OUT/generate-test.txt"
