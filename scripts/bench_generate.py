@@ -10,7 +10,7 @@ median of ``--rounds`` that alternate the systems. Prints a markdown table for d
 is what decoding at XSum shapes on a GPU is bound by (the CPU's stand-in for that regime).
 
     python scripts/bench_generate.py [--source-len 720 --target-len 48 --beam 5 --sentences 4]
-    python scripts/bench_generate.py --host-bound --skip-recompute
+    python scripts/bench_generate.py --host-bound --skip-recompute [--s2sft-search]
 """
 import argparse
 import os
@@ -31,6 +31,7 @@ with interruptible():
     import fairseq_pmlm  # noqa: F401  (registers the model)
     from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model
     from fairseq_pmlm.modules.ngram_repeat_block import fix_repeat_ngram_blocker
+    from fairseq_pmlm.sequence_generator import PMLMSequenceGenerator
     from fairseq_pmlm.symbols import MASK_SYMBOL, PSEUDO_SYMBOL
 
 
@@ -78,11 +79,16 @@ BART_AT_WIDTH_64 = dict(encoder_embed_dim=64, decoder_embed_dim=64, encoder_ffn_
                         decoder_ffn_embed_dim=256, encoder_attention_heads=1, decoder_attention_heads=1)
 
 
-def time_generation(model, d, sample, a):
-    # the working trigram blocker for every system (pmlm_seq2seq's generator uses it)
-    gen = fix_repeat_ngram_blocker(SequenceGenerator(
-        [model], d, beam_size=a.beam, max_len_a=0, max_len_b=a.target_len, min_len=a.target_len,
-        no_repeat_ngram_size=3))
+def time_generation(model, d, sample, a, search="fairseq"):
+    if search == "s2s-ft":
+        # s2s-ft's search (--beam-search s2s-ft): with EOS banned throughout, every hypothesis is
+        # open at its limit of max_len_b + 1 tokens: target_len tokens and the EOS added, as below
+        gen = PMLMSequenceGenerator([model], d, beam_search="s2s-ft", beam_size=a.beam, max_len_a=0,
+                                    max_len_b=a.target_len - 1, min_len=a.target_len, no_repeat_ngram_size=3)
+    else:  # the working trigram blocker for every system (pmlm_seq2seq's generator uses it)
+        gen = fix_repeat_ngram_blocker(SequenceGenerator(
+            [model], d, beam_size=a.beam, max_len_a=0, max_len_b=a.target_len, min_len=a.target_len,
+            no_repeat_ngram_size=3))
     with torch.no_grad():
         gen.forward(sample)  # warm-up
         synchronize()
@@ -100,7 +106,8 @@ def alternated(models, d, sample, a, rounds, report=None):
     times = {name: [] for name in models}
     for r in range(rounds):
         for name, model in models.items():
-            times[name].append(time_generation(model, d, sample, a))
+            model, search = model if isinstance(model, tuple) else (model, "fairseq")
+            times[name].append(time_generation(model, d, sample, a, search))
             if report:
                 report(name, r, times[name][-1])
     return times
@@ -126,6 +133,8 @@ def main():
     p.add_argument("--host-bound", action="store_true",
                    help=f"{HOST_BOUND} and bart_base at width 64: the per-step host cost alone")
     p.add_argument("--skip-recompute", action="store_true", help="skip the slow no-cache row")
+    p.add_argument("--s2sft-search", action="store_true",
+                   help="a row for unilmv2 with s2s-ft's beam search (--beam-search s2s-ft), same steps")
     a = p.parse_args()
     if a.host_bound:
         vars(a).update(HOST_BOUND)
@@ -134,6 +143,8 @@ def main():
     sample = xsum_sample(d, a)
 
     models = {"unilmv2, incremental cache": unilmv2(d, a)}
+    if a.s2sft_search:
+        models["unilmv2, incremental cache, s2s-ft's search"] = (models["unilmv2, incremental cache"], "s2s-ft")
     if not a.skip_recompute:
         models["unilmv2, recompute prefix each step"] = without_cache(unilmv2(d, a))
     bart_name = "fairseq bart_base" + (" at width 64" if a.host_bound else "") + ", incremental"
@@ -148,6 +159,7 @@ def main():
     print("| system | parameters | batch time (s) | sentences/s | time per sentence vs bart_base |")
     print("|---|---:|---:|---:|---:|")
     for name, model in models.items():
+        model = model[0] if isinstance(model, tuple) else model
         params, sec = sum(p.numel() for p in model.parameters()), statistics.median(times[name])
         print(f"| {name} | {params / 1e6:.1f}M | {sec:.3f} | {a.sentences / sec:.2f} | {sec / base:.2f}x |")
 
