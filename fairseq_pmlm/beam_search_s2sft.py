@@ -64,8 +64,11 @@ def s2sft_beam_search(gen, sample, prefix_tokens=None, constraints=None, bos_tok
         lprobs, _ = model.forward_decoder(tokens, enc, states, gen.temperature)
         lprobs[lprobs != lprobs] = -math.inf
         lprobs[:, gen.pad] = -math.inf
+        lprobs[:, gen.unk] -= gen.unk_penalty
         if step < gen.min_len:
             lprobs[:, gen.eos] = -math.inf
+        if gen.token_indices_to_suppress is not None:
+            lprobs[:, gen.token_indices_to_suppress] = -math.inf
         if gen.repeat_ngram_blocker is not None:
             lprobs = gen.repeat_ngram_blocker(tokens, lprobs, bsz, K, step)
         offer_scores, offer_ids = lprobs.topk(K, dim=-1)  # [bsz * K, K]

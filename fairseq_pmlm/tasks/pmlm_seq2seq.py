@@ -359,6 +359,7 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
                              ("--diversity-rate", getattr(args, "diversity_rate", -1) > 0),
                              ("--match-source-len", getattr(args, "match_source_len", False)),
                              ("--prefix-size", getattr(args, "prefix_size", 0) > 0),
+                             ("--lm-path", getattr(args, "lm_path", None)),
                              ("--constraints", getattr(args, "constraints", None))):
                 if on:
                     raise BadInput(f"{flag} with --beam-search s2s-ft: s2s-ft's search has no such option "
