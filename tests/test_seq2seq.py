@@ -538,7 +538,8 @@ def test_beam_search_s2s_ft_refuses_the_search_flags_it_has_no_counterpart_for(t
     task = seq2seq_task(tmp_path, max_source_positions=16, beam_search="s2s-ft")
     model = tiny_model(task.dictionary, seed=4)
     for flags, name in ((dict(sampling=True), "--sampling"), (dict(match_source_len=True), "--match-source-len"),
-                        (dict(diverse_beam_groups=2), "--diverse-beam-groups"), (dict(prefix_size=1), "--prefix-size")):
+                        (dict(diverse_beam_groups=2), "--diverse-beam-groups"), (dict(prefix_size=1), "--prefix-size"),
+                        (dict(lm_path="lm.pt"), "--lm-path")):
         with pytest.raises(BadInput, match=f"^{name} with --beam-search s2s-ft"):
             task.build_generator([model], GenerationConfig(beam=2, max_len_a=0, max_len_b=8, **flags))
 
