@@ -97,12 +97,13 @@ def s2sft_beam_search(gen, sample, prefix_tokens=None, constraints=None, bos_tok
 
 
 def _pick(gen, b, ids, backs, totals):
-    """Sentence ``b``'s hypotheses, best first: every ended one up to its first all-EOS step, and
-    that step's (or the last step's) open ones; each as fairseq's generator gives it."""
+    """Sentence ``b``'s hypotheses, best first: every ended one and the last step's open ones
+    (after a step whose slots all ended, s2s-ft's end, every slot is an ended one's offer, so the
+    DEAD test below leaves those out); each as fairseq's generator gives it."""
     ids = [x[b].tolist() for x in ids]
     backs = [x[b].tolist() for x in backs]
     totals = [x[b].tolist() for x in totals]
-    last = next((t for t, row in enumerate(ids) if all(i == gen.eos for i in row)), len(ids) - 1)
+    last = len(ids) - 1
     cands = []
     for t in range(last + 1):
         for k, token in enumerate(ids[t]):

@@ -55,12 +55,11 @@ class BannedTokensEnsemble(EnsembleModel):
 class PMLMSequenceGenerator(SequenceGenerator):
     def __init__(self, models, tgt_dict, lenpen_formula="fairseq", banned_tokens=(), ngram_ignore=(),
                  eos_at_limit="forced", beam_search="fairseq", **kwargs):
-        if lenpen_formula not in LENPEN_FORMULAS:
-            raise ValueError(f"--lenpen-formula must be one of {', '.join(LENPEN_FORMULAS)}, not {lenpen_formula!r}")
-        if eos_at_limit not in EOS_AT_LIMIT:
-            raise ValueError(f"--eos-at-limit must be one of {', '.join(EOS_AT_LIMIT)}, not {eos_at_limit!r}")
-        if beam_search not in BEAM_SEARCHES:
-            raise ValueError(f"--beam-search must be one of {', '.join(BEAM_SEARCHES)}, not {beam_search!r}")
+        for flag, value, choices in (("--lenpen-formula", lenpen_formula, LENPEN_FORMULAS),
+                                     ("--eos-at-limit", eos_at_limit, EOS_AT_LIMIT),
+                                     ("--beam-search", beam_search, BEAM_SEARCHES)):
+            if value not in choices:
+                raise ValueError(f"{flag} must be one of {', '.join(choices)}, not {value!r}")
         super().__init__(models, tgt_dict, **kwargs)
         self.lenpen_formula = lenpen_formula
         self.alpha = self.len_penalty

@@ -341,18 +341,23 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
             d = self.dictionary
             seq_gen_cls = PMLMSequenceGenerator
             extra_gen_cls_kwargs = {
-                "lenpen_formula": str(getattr(args, "lenpen_formula", None) or self.cfg.lenpen_formula),
+                "lenpen_formula": self._decoding_flag(args, "lenpen_formula"),
                 "banned_tokens": [d.bos(), self.mask_idx, d.index(PSEUDO_SYMBOL)],
                 "ngram_ignore": self._ngram_ignore(args),
-                "eos_at_limit": str(getattr(args, "eos_at_limit", None) or self.cfg.eos_at_limit),
+                "eos_at_limit": self._decoding_flag(args, "eos_at_limit"),
                 "beam_search": self._beam_search(args),
                 **(extra_gen_cls_kwargs or {}),
             }
         return super().build_generator(models, args, seq_gen_cls, extra_gen_cls_kwargs, **kwargs)
 
+    def _decoding_flag(self, args, name):
+        """A decoding flag of this task: the generation call's value (the hub's keyword) if it has
+        one, else the task's (fairseq-generate's command line), as a string."""
+        return str(getattr(args, name, None) or getattr(self.cfg, name) or "")
+
     def _beam_search(self, args):
         """--beam-search, refused with the search flags s2s-ft's search has no counterpart for."""
-        search = str(getattr(args, "beam_search", None) or self.cfg.beam_search)
+        search = self._decoding_flag(args, "beam_search")
         if search == "s2s-ft":
             for flag, on in (("--sampling", getattr(args, "sampling", False)),
                              ("--diverse-beam-groups", getattr(args, "diverse_beam_groups", -1) > 0),
@@ -369,7 +374,7 @@ class PMLMSeq2SeqTask(BF16AutocastMixin, PMLMDictionaryMixin, FairseqTask):
     def _ngram_ignore(self, args):
         """--no-repeat-ngram-ignore's words as token ids: each symbol itself and its sentencepiece
         word-start form ('.' and '\u2581.'), those the dictionary has; a word with neither is an error."""
-        words = str(getattr(args, "no_repeat_ngram_ignore", None) or self.cfg.no_repeat_ngram_ignore or "").split()
+        words = self._decoding_flag(args, "no_repeat_ngram_ignore").split()
         if words and not getattr(args, "no_repeat_ngram_size", 0):
             raise BadInput(f"--no-repeat-ngram-ignore {' '.join(words)}: it exempts words from the n-gram ban "
                            "of --no-repeat-ngram-size, which is off: set --no-repeat-ngram-size N as well")
