@@ -15,7 +15,7 @@ from fairseq_pmlm.models.unilmv2 import UniLMv2Config, UniLMv2Model, dictionary_
 from fairseq_pmlm.public_data import glue
 from fairseq_pmlm.public_data.glue_tsv import TASKS, GlueFormatError, read_glue_tsv
 
-from cli import REPO, run_main
+from cli import REPO, run_main, run_script
 from helpers import make_dictionary
 from nlu import glue_recipe, prepare_glue, tokenizer
 
@@ -246,6 +246,24 @@ def test_the_fine_tuned_classifier_predicts_through_the_hub_as_roberta_s_does(re
     said = [labels.string([int(i) + labels.nspecial]) for i in one.argmax(-1)]
     accuracy = 100 * sum(s == label for s, (*_, label) in zip(said, rows)) / len(rows)
     assert accuracy == pytest.approx(metric(run["lines"], "accuracy"), abs=0.01), (accuracy, run["lines"])
+
+
+def test_predict_glue_writes_each_rows_label_and_scores_as_the_recipe_did(recipe, tmp_path):
+    """scripts/glue/predict_glue.py: the loop above as a command, a line a dev row, and fine-tuning's
+    own dev accuracy for the same checkpoint (so a paired comparison reads the rows fairseq scored)."""
+    run = recipe["RTE"].result()
+    out = tmp_path / "preds.tsv"
+    proc = run_script("scripts/glue/predict_glue.py", "--checkpoint", run["save"] / "checkpoint_best.pt",
+                      "--data", run["data"], "--glue-dir", run["tsv"], "--task", "RTE", "--out", out,
+                      "--batch-size", "7")
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split("\t") for line in (run["tsv"] / "dev.tsv").read_text().splitlines()[1:]]
+    said = [line.split("\t") for line in out.read_text().splitlines()[1:]]
+    assert [label for *_, label in said] == [label for *_, label in rows]
+    right = sum(p == label for _, p, label in said)
+    assert proc.stdout.strip() == (f"predict_glue: RTE {run['tsv'] / 'dev.tsv'}: accuracy "
+                                   f"{100 * right / len(rows):.2f} ({right} of {len(rows)})")
+    assert 100 * right / len(rows) == pytest.approx(metric(run["lines"], "accuracy"), abs=0.01), run["lines"]
 
 
 def test_the_fine_tuned_regression_predicts_its_score_through_the_hub(recipe):
