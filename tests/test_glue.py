@@ -248,22 +248,42 @@ def test_the_fine_tuned_classifier_predicts_through_the_hub_as_roberta_s_does(re
     assert accuracy == pytest.approx(metric(run["lines"], "accuracy"), abs=0.01), (accuracy, run["lines"])
 
 
-def test_predict_glue_writes_each_rows_label_and_scores_as_the_recipe_did(recipe, tmp_path):
-    """scripts/glue/predict_glue.py: the loop above as a command, a line a dev row, and fine-tuning's
-    own dev accuracy for the same checkpoint (so a paired comparison reads the rows fairseq scored)."""
-    run = recipe["RTE"].result()
+@pytest.mark.parametrize("task,score", [("RTE", "accuracy"), ("STS-B", "pearson")])
+def test_predict_glue_writes_each_rows_prediction_and_scores_as_the_recipe_did(recipe, tmp_path, task, score):
+    """scripts/glue/predict_glue.py: the loops above as a command, a line a dev row, in batches, and
+    fine-tuning's own dev score for the same checkpoint (so a paired comparison reads the rows
+    fairseq scored)."""
+    run = recipe[task].result()
     out = tmp_path / "preds.tsv"
     proc = run_script("scripts/glue/predict_glue.py", "--checkpoint", run["save"] / "checkpoint_best.pt",
-                      "--data", run["data"], "--glue-dir", run["tsv"], "--task", "RTE", "--out", out,
+                      "--data", run["data"], "--glue-dir", run["tsv"], "--task", task, "--out", out,
                       "--batch-size", "7")
     assert proc.returncode == 0, proc.stderr
-    rows = [line.split("\t") for line in (run["tsv"] / "dev.tsv").read_text().splitlines()[1:]]
+    rows = read_glue_tsv(str(run["tsv"] / "dev.tsv"), TASKS[task])[0]
     said = [line.split("\t") for line in out.read_text().splitlines()[1:]]
     assert [label for *_, label in said] == [label for *_, label in rows]
-    right = sum(p == label for _, p, label in said)
-    assert proc.stdout.strip() == (f"predict_glue: RTE {run['tsv'] / 'dev.tsv'}: accuracy "
-                                   f"{100 * right / len(rows):.2f} ({right} of {len(rows)})")
-    assert 100 * right / len(rows) == pytest.approx(metric(run["lines"], "accuracy"), abs=0.01), run["lines"]
+    printed = proc.stdout.strip()
+    assert printed.startswith(f"predict_glue: {task} {run['tsv'] / 'dev.tsv'}: {score} "), printed
+    if task == "RTE":
+        right = sum(p == label for _, p, label in said)
+        assert printed.endswith(f"accuracy {100 * right / len(rows):.2f} ({right} of {len(rows)})"), printed
+    value = float(printed.split(f"{score} ")[1].split()[0])
+    # fairseq logs it rounded to 0.1
+    assert value == pytest.approx(metric(run["lines"], score), abs=0.05), (printed, run["lines"])
+
+
+def test_predict_glue_without_its_tsv_or_checkpoint_is_one_line_naming_it(tmp_path):
+    def predict(*args):
+        proc = run_script("scripts/glue/predict_glue.py", "--checkpoint", tmp_path / "nope.pt", "--data", tmp_path,
+                          "--glue-dir", tmp_path, "--task", "RTE", *args)
+        assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+        return proc.stderr.strip().splitlines()[-1]
+
+    assert predict() == (f"predict_glue.py: error: {tmp_path}/dev.tsv: not found (--glue-dir and --split name "
+                         "the labelled TSV)")
+    (tmp_path / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n")
+    assert predict() == (f"predict_glue.py: error: {tmp_path}/nope.pt: not found (--checkpoint: a finetune_glue.sh "
+                         "checkpoint; --data: its prepare_glue.py output)")
 
 
 def test_the_fine_tuned_regression_predicts_its_score_through_the_hub(recipe):
