@@ -79,7 +79,7 @@ def run(a):
             out.write("index\tprediction\tlabel\n")
             out.writelines(f"{i}\t{s}\t{label}\n" for i, (s, (*_, label)) in enumerate(zip(said, rows)))
         os.replace(tmp, a.out)
-    print(f"{PROG.split('.')[0]}: {task.name} {path}: {score(task, said, rows)}")
+    print(f"predict_glue: {task.name} {path}: {score(task, said, rows)}")  # as finetune_glue's lines
 
 
 def main(argv=None):
