@@ -25,6 +25,7 @@ with interruptible(PROG):
     from fairseq_pmlm.errors import BadInput
     from fairseq_pmlm.models.unilmv2 import UniLMv2Model
     from fairseq_pmlm.public_data.glue_tsv import TASKS, read_glue_tsv
+    from fairseq_pmlm.runtime.checkpoint_files import write_atomically
     from fairseq_pmlm.runtime.interrupts import one_line_exit
 
 HEAD = "sentence_classification_head"  # the name fairseq's sentence_prediction task trains
@@ -73,12 +74,10 @@ def run(a):
         raise BadInput(f"{a.checkpoint}: no {HEAD} (not a finetune_glue.sh checkpoint)")
     hub.eval()
     said = predictions(hub, rows, a.batch_size)
-    if a.out:
-        tmp = a.out + ".part"  # whole or not at all
-        with open(tmp, "w", encoding="utf-8") as out:
-            out.write("index\tprediction\tlabel\n")
-            out.writelines(f"{i}\t{s}\t{label}\n" for i, (s, (*_, label)) in enumerate(zip(said, rows)))
-        os.replace(tmp, a.out)
+    if a.out:  # whole or not at all (a Ctrl-C or a full disk leaves no half file)
+        lines = ["index\tprediction\tlabel\n"] + [f"{i}\t{s}\t{label}\n" for i, (s, (*_, label)) in
+                                                   enumerate(zip(said, rows))]
+        write_atomically(a.out, lambda f: f.write("".join(lines).encode("utf-8")))
     print(f"predict_glue: {task.name} {path}: {score(task, said, rows)}")  # as finetune_glue's lines
 
 
