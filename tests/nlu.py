@@ -94,7 +94,7 @@ def glue_recipe(tmp_path_factory):
 def _glue_summary(data, save, pre):
     proc = recipe("glue/finetune_glue.sh", "--data", data, "--checkpoint", pre["checkpoint"], "--save-dir", save,
                   "--arch", "unilmv2_tiny", "--lr", "1e-3", "--batch-size", "16", "--epochs", "6", "--",
-                  "--cpu", "--num-workers", "0", "--dropout", "0", "--attention-dropout", "0", "--max-positions", "64")
+                  "--num-workers", "0", "--dropout", "0", "--attention-dropout", "0", "--max-positions", "64")
     return [line for line in proc.stdout.splitlines() if line.startswith("finetune_glue: ")]
 
 
@@ -114,7 +114,7 @@ def squad_recipe(tmp_path_factory):
                           "--v2", "--arch", "unilmv2_tiny", "--lr", "3e-3", "--batch-size", "32", "--max-positions",
                           "32", "--doc-stride", "8", "--", "--max-query-len", "8", "--warmup-updates", "20",
                           "--total-num-update", "300", "--max-update", "300", "--validate-interval", "100",
-                          "--dropout", "0", "--attention-dropout", "0", "--cpu", "--num-workers", "0", "--seed", "1")
+                          "--dropout", "0", "--attention-dropout", "0", "--num-workers", "0", "--seed", "1")
             return {"proc": proc, "dev": tmp / "dev.json", "save": tmp / "ckpt"}
 
         _FUTURES["squad"] = submit(built_once, tmp_path_factory, "squad", build)

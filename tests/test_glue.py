@@ -220,8 +220,11 @@ def metric(lines, name):
 
 
 def test_recipe_fine_tunes_a_pretrained_checkpoint_to_tell_which_segment_has_the_marker(recipe):
+    """... on the CPU, which the recipe chose itself (device_flags: --cpu here, --fp16 on a GPU)."""
     lines = recipe["RTE"].result()["lines"]
     assert metric(lines, "accuracy") >= 95, lines
+    cfg = torch.load(recipe["RTE"].result()["save"] / "checkpoint_best.pt", weights_only=True, mmap=True)["cfg"]
+    assert cfg["common"]["cpu"] and not cfg["common"]["fp16"]
 
 
 def test_the_fine_tuned_classifier_predicts_through_the_hub_as_roberta_s_does(recipe):
@@ -257,7 +260,7 @@ def test_predict_glue_writes_each_rows_prediction_and_scores_as_the_recipe_did(r
     out = tmp_path / "preds.tsv"
     proc = run_script("scripts/glue/predict_glue.py", "--checkpoint", run["save"] / "checkpoint_best.pt",
                       "--data", run["data"], "--glue-dir", run["tsv"], "--task", task, "--out", out,
-                      "--batch-size", "7")
+                      "--batch-size", "7", *(["--cpu"] if task == "STS-B" else []))  # (the same here)
     assert proc.returncode == 0, proc.stderr
     rows = read_glue_tsv(str(run["tsv"] / "dev.tsv"), TASKS[task])[0]
     said = [line.split("\t") for line in out.read_text().splitlines()[1:]]
@@ -368,7 +371,7 @@ def marker_rte_recipe(tmp_path_factory, tmp_path, sizes, flags=(), fairseq_flags
     prepare_glue("--task", "RTE", "--glue-dir", tmp_path / "RTE", "--spm-model", pre["spm"], "--srcdict", pre["dict"],
                  "--destdir", tmp_path / "bin")
     return run_recipe("glue/finetune_glue.sh", "--data", tmp_path / "bin", "--checkpoint", pre["checkpoint"],
-                      "--save-dir", tmp_path / "save", "--arch", "unilmv2_tiny", *flags, "--", "--cpu",
+                      "--save-dir", tmp_path / "save", "--arch", "unilmv2_tiny", *flags, "--",
                       "--num-workers", "0", "--max-positions", "64", *fairseq_flags, check=check)
 
 

@@ -321,16 +321,25 @@ def test_finetune_sh_schedule_and_its_line_count_the_batch_size_and_update_freq_
 
 def test_fp16_for_fairseq_train_on_a_machine_without_a_gpu_is_one_line_before_anything_is_written(tmp_path):
     """fairseq-train's --fp16 asks CUDA for a device while it builds its optimizer: on a CPU machine
-    a traceback after the set-up and the data. The training recipes refuse it first, in one line
+    a traceback after the set-up and the data. The training recipes (pre-training, GLUE and SQuAD
+    fine-tuning) refuse it first, in one line
     (device_flags, common.sh); the same flag on a machine with a GPU, or decoding, is left alone."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "train.idx").touch()
-    proc = subprocess.run(["bash", "scripts/pretrain.sh", "--data", tmp_path / "data", "--save-dir", tmp_path / "save",
-                           "--init", "random", "--", "--arch", "unilmv2_tiny", "--fp16"], capture_output=True,
-                          text=True, cwd=REPO, env={**ENV, "PMLM_GPUS": "0"})
-    assert proc.returncode == 2 and proc.stderr == ("pretrain.sh: error: --fp16 needs a CUDA GPU and this machine "
-                                                    "has none: leave it out (on a CPU with bf16: --bf16-autocast)\n")
-    assert not (tmp_path / "save").exists()
+    (tmp_path / "data" / "dict.txt").touch()
+    (tmp_path / "ckpt.pt").touch()
+    (tmp_path / "q.json").touch()
+    ckpt = ("--checkpoint", tmp_path / "ckpt.pt")
+    for script, flags in (("pretrain.sh", ("--init", "random")), ("glue/finetune_glue.sh", ckpt),
+                          ("squad/finetune_squad.sh", (*ckpt, "--train-json", tmp_path / "q.json", "--dev-json",
+                                                       tmp_path / "q.json"))):
+        proc = subprocess.run(["bash", f"scripts/{script}", "--data", tmp_path / "data", "--save-dir",
+                               tmp_path / "save", *flags, "--", "--arch", "unilmv2_tiny", "--fp16"],
+                              capture_output=True, text=True, cwd=REPO, env={**ENV, "PMLM_GPUS": "0"})
+        assert proc.returncode == 2 and proc.stderr == (
+            f"{script}: error: --fp16 needs a CUDA GPU and this machine has none: leave it out "
+            "(on a CPU with bf16: --bf16-autocast)\n"), (script, proc.stderr)
+        assert not (tmp_path / "save").exists()
     check = "source scripts/lib/common.sh; EXTRA=(--fp16); PASS_TO=fairseq-{}; device_flags; echo ${{DEVICE[*]}}"
     assert [subprocess.run(["bash", "-c", check.format(cmd)], capture_output=True, text=True, cwd=REPO,
                            env={**ENV, "PMLM_GPUS": gpus}).stdout for cmd, gpus in

@@ -14,6 +14,8 @@
 # used only if its run was started from the same --checkpoint; --force moves SAVE_DIR's
 # checkpoint*.pt into SAVE_DIR/replaced-DATE-TIME/ and starts afresh. Flags after -- come last and
 # win (--lr, --batch-size, ...); -- --max-update N trains N updates, the warmup and decay scaled to them.
+# On a GPU it trains in --fp16, as RoBERTa's GLUE recipe (add its -- --fp16-init-scale 4
+# --threshold-loss-scale 1 --fp16-scale-window 128 if the loss scale keeps falling); --cpu without one.
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
@@ -24,6 +26,7 @@ DATA='' CKPT='' SAVE='' ARCH='' LR=2e-5 BSZ=32 EPOCHS=10 WARMUP=0.1 WD=0.01 FORC
 PASS_TO=fairseq-train
 parse_flags "$@"
 require_flags --data --checkpoint --save-dir
+device_flags
 forward_signals  # from here on: the facts runs and the steps stop cleanly on Ctrl-C and SIGTERM
 [ "$CKPT" = none ] || require_files "$CKPT"
 resume_or_start "$SAVE" "$(abs_path "$CKPT")" sentence_prediction
@@ -69,7 +72,7 @@ run_step_logged "$SAVE/train.log" fairseq-train "$DATA" --user-dir "$ROOT/fairse
   --lr "$LR" --lr-scheduler polynomial_decay --total-num-update "$UPDATES" --warmup-updates "$WARMUP_UPDATES" \
   --max-update "$UPDATES" --max-epoch "$EPOCHS" --batch-size "$BSZ" --required-batch-size-multiple 1 \
   --valid-subset "$VALID" --save-dir "$SAVE" --no-epoch-checkpoints --no-last-checkpoints \
-  --log-format json --log-interval 50 ${EXTRA[@]+"${EXTRA[@]}"}
+  --log-format json --log-interval 50 "${DEVICE[@]}" ${EXTRA[@]+"${EXTRA[@]}"}
 # the dev results of the epoch with the best value of the task's metric, per dev set
 MIN=(); [ ${#MAXIMIZE[@]} -gt 0 ] || MIN=(--minimize)
 recipe_info glue-report "$SAVE/train.log" "$TASK" "$METRIC" --best "$BEST" ${MIN[@]+"${MIN[@]}"}

@@ -7,7 +7,7 @@ STS-B. Per-row predictions are what a paired comparison of two models needs (the
 right or wrong in each); fairseq-train's validation gives only the total, which this reproduces.
 
     python scripts/glue/predict_glue.py --checkpoint checkpoints/glue/RTE/checkpoint_best.pt \
-        --data data-bin/glue/RTE --glue-dir glue_data/RTE --task RTE [--split dev] [--out preds.tsv]
+        --data data-bin/glue/RTE --glue-dir glue_data/RTE --task RTE [--split dev] [--out preds.tsv] [--cpu]
     # -> predict_glue: RTE glue_data/RTE/dev.tsv: accuracy 71.48 (198 of 277)
 """
 import argparse
@@ -73,6 +73,8 @@ def run(a):
     if HEAD not in hub.model.classification_heads:
         raise BadInput(f"{a.checkpoint}: no {HEAD} (not a finetune_glue.sh checkpoint)")
     hub.eval()
+    if torch.cuda.is_available() and not a.cpu:  # as predict_squad.py; hub.predict moves each batch there
+        hub.cuda()
     said = predictions(hub, rows, a.batch_size)
     if a.out:  # whole or not at all (a Ctrl-C or a full disk leaves no half file)
         lines = ["index\tprediction\tlabel\n"] + [f"{i}\t{s}\t{label}\n" for i, (s, (*_, label)) in
@@ -91,6 +93,7 @@ def main(argv=None):
     p.add_argument("--split", default="dev", help="the TSV file's name without .tsv (default: %(default)s)")
     p.add_argument("--out", help="write index, prediction, label per row here")
     p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--cpu", action="store_true", help="predict on the CPU where a GPU is available")
     a = p.parse_args(argv)
     return one_line_exit(PROG, lambda: run(a))
 

@@ -14,7 +14,7 @@
 # that run was started from the same --checkpoint, and the recipe says so; otherwise it stops.
 # --force then moves SAVE_DIR's checkpoint*.pt into SAVE_DIR/replaced-DATE-TIME/ and starts afresh.
 # Flags after -- come last and win (--lr, --batch-size, --max-positions, ...); -- --max-update N
-# trains N updates, the warmup and decay scaled to them.
+# trains N updates, the warmup and decay scaled to them. On a GPU it trains in --fp16; --cpu without one.
 set -euo pipefail
 # shellcheck source=../lib/common.sh
 source "$(dirname "$0")/../lib/common.sh"
@@ -32,6 +32,7 @@ parse_flags "$@"
 take_overrides --lr --batch-size --weight-decay --max-positions --doc-stride
 MAXUPD=$(extra_value --max-update '')
 require_flags --data --train-json --dev-json --checkpoint --save-dir
+device_flags
 per_update "$BSZ"
 forward_signals  # from here on: the facts runs and the steps stop cleanly on Ctrl-C and SIGTERM
 require_files "$TRAIN" "$DEV" "$CKPT" "$DATA/dict.txt"
@@ -57,6 +58,6 @@ run_step_logged "$SAVE/train.log" fairseq-train "$DATA" --user-dir "$ROOT/fairse
   --optimizer adam --adam-betas '(0.9, 0.98)' --adam-eps 1e-6 --weight-decay "$WD" --clip-norm 1.0 \
   --lr "$LR" --lr-scheduler polynomial_decay --total-num-update "$UPDATES" --warmup-updates "$WARMUP_UPDATES" \
   --max-update "$UPDATES" --batch-size "$BSZ" --required-batch-size-multiple 1 \
-  --save-dir "$SAVE" --no-epoch-checkpoints --log-format json --log-interval 50 ${EXTRA[@]+"${EXTRA[@]}"}
+  --save-dir "$SAVE" --no-epoch-checkpoints --log-format json --log-interval 50 "${DEVICE[@]}" ${EXTRA[@]+"${EXTRA[@]}"}
 python "$ROOT/scripts/squad/predict_squad.py" --checkpoint "$SAVE/checkpoint_last.pt" --json "$DEV" \
   --out "$SAVE/predictions.json" --null-odds "$SAVE/null_odds.json"
