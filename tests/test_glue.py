@@ -220,7 +220,7 @@ def metric(lines, name):
 
 
 def test_recipe_fine_tunes_a_pretrained_checkpoint_to_tell_which_segment_has_the_marker(recipe):
-    """... on the CPU, which the recipe chose itself (device_flags: --cpu here, --fp16 on a GPU)."""
+    """Learnt on the CPU, which the recipe chose itself (device_flags: --cpu here, --fp16 on a GPU)."""
     lines = recipe["RTE"].result()["lines"]
     assert metric(lines, "accuracy") >= 95, lines
     cfg = torch.load(recipe["RTE"].result()["save"] / "checkpoint_best.pt", weights_only=True, mmap=True)["cfg"]
