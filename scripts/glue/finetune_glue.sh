@@ -26,8 +26,8 @@ DATA='' CKPT='' SAVE='' ARCH='' LR=2e-5 BSZ=32 EPOCHS=10 WARMUP=0.1 WD=0.01 FORC
 PASS_TO=fairseq-train
 parse_flags "$@"
 require_flags --data --checkpoint --save-dir
-device_flags
 forward_signals  # from here on: the facts runs and the steps stop cleanly on Ctrl-C and SIGTERM
+device_flags  # (before anything is written: -- --fp16 without a GPU is refused here)
 [ "$CKPT" = none ] || require_files "$CKPT"
 resume_or_start "$SAVE" "$(abs_path "$CKPT")" sentence_prediction
 

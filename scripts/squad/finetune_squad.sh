@@ -32,9 +32,9 @@ parse_flags "$@"
 take_overrides --lr --batch-size --weight-decay --max-positions --doc-stride
 MAXUPD=$(extra_value --max-update '')
 require_flags --data --train-json --dev-json --checkpoint --save-dir
-device_flags
 per_update "$BSZ"
 forward_signals  # from here on: the facts runs and the steps stop cleanly on Ctrl-C and SIGTERM
+device_flags  # (before anything is written: -- --fp16 without a GPU is refused here)
 require_files "$TRAIN" "$DEV" "$CKPT" "$DATA/dict.txt"
 resume_or_start "$SAVE" "$(abs_path "$CKPT")" pmlm_squad
 SQUAD=(--max-positions "$MAXPOS" --doc-stride "$STRIDE")
